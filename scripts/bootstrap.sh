@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Create .venv and install the project with its dev tools, once per change of pyproject.toml.
+# Sourced by scripts/test.sh and scripts/play.sh; safe to run on a machine with nothing installed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+py="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+    "$py" -m venv "$venv"
+fi
+stamp="$venv/.installed-$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet -e "$root[dev]"
+    rm -f "$venv"/.installed-*
+    touch "$stamp"
+fi

@@ -1,0 +1,59 @@
+"""The one exception root of EchoMQ.
+
+Expected outcomes (a duplicate, a stale attempt, a lost lease) are return
+values, never exceptions. Exceptions are for misuse and for failures::
+
+    EchoMQError
+    ├── InvalidQueueName        a queue name that would break or change the hash tag
+    ├── InvalidJobId            not a branded id (or not the kind a call needs)
+    ├── PayloadTooLarge         a payload over the configured limit
+    ├── ScriptContractError     a Lua file without a valid contract header, or a key-count mismatch
+    ├── ProtocolVersionError    the queue was written by an incompatible protocol version
+    ├── ServerError             the server answered an error a script did not expect
+    └── ServerUnavailable       the server could not be reached within the retry budget
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EchoMQError",
+    "InvalidJobId",
+    "InvalidQueueName",
+    "PayloadTooLarge",
+    "ProtocolVersionError",
+    "ScriptContractError",
+    "ServerError",
+    "ServerUnavailable",
+]
+
+
+class EchoMQError(Exception):
+    """Root of every error EchoMQ raises on purpose."""
+
+
+class InvalidQueueName(EchoMQError, ValueError):
+    """A queue name that is empty, too long, or holds braces or control characters."""
+
+
+class InvalidJobId(EchoMQError, ValueError):
+    """An id that is not a valid branded id."""
+
+
+class PayloadTooLarge(EchoMQError, ValueError):
+    """A payload longer than the queue's configured limit; nothing was written."""
+
+
+class ScriptContractError(EchoMQError):
+    """A Lua script whose contract header is missing or malformed, or a call with the wrong keys."""
+
+
+class ProtocolVersionError(EchoMQError):
+    """The keyspace of a queue records a protocol version this client cannot speak."""
+
+
+class ServerError(EchoMQError):
+    """The server answered an error that no script contract lists as an outcome."""
+
+
+class ServerUnavailable(EchoMQError):
+    """The server stayed unreachable for the whole retry budget."""

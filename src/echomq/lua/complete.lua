@@ -1,0 +1,35 @@
+#!lua
+-- name: complete
+-- summary: Finish one attempt, fenced by (id, attempt). The lease is cleared in the same
+--   step. The row is kept for keep_ms in the done set (so the id still refuses duplicates),
+--   or deleted at once when keep_ms is 0.
+-- KEYS[1] active: emq:{q}:active
+-- KEYS[2] job: emq:{q}:job:<id>
+-- KEYS[3] done: emq:{q}:done, sorted set, score = finish time (server ms)
+-- KEYS[4] inflight: emq:{q}:inflight
+-- ARGV[1] id: the job id
+-- ARGV[2] attempt: the fencing token
+-- ARGV[3] keep_ms: retention of the finished row, 0 to delete it now
+-- ARGV[4] result: bytes to keep in the row as 'result' ('' for none)
+-- RETURNS: 1 completed | 0 stale (the attempt no longer holds the job; nothing changed)
+-- ERRORS: EMQARG a malformed argument
+-- @include now
+-- @include release
+local keep = tonumber(ARGV[3])
+if not keep or keep < 0 then
+  return redis.error_reply('EMQARG keep_ms must be a non-negative number')
+end
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts')
+if row[1] ~= 'active' or row[2] ~= ARGV[2] then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+release(KEYS[4], KEYS[2], ARGV[1])
+if keep == 0 then
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('HSET', KEYS[2], 'state', 'done')
+  if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'result', ARGV[4]) end
+  redis.call('ZADD', KEYS[3], now_ms(), ARGV[1])
+end
+return 1

@@ -1,0 +1,20 @@
+-- pend(pending, lanes, meta, wake, id, lane): put id on the pending set.
+-- A job without a lane scores 0 (seed 000 §2: admission order by id).
+-- A job on a lane scores its start tag max(vtime, last tag of the lane) + 1:
+-- start-time fair queuing, so backlogged lanes are served round-robin and a
+-- lane with 10,000 jobs cannot delay a lane with one. The lane's last tag is
+-- kept in `lanes` only while the lane has a job waiting (claim drops it).
+-- Publishes a wake-up on the shard channel when pending goes from empty to not.
+local function pend(pending, lanes, meta, wake, id, lane)
+  local score = 0
+  if lane and lane ~= '' then
+    local vtime = tonumber(redis.call('HGET', meta, 'vtime') or '0')
+    local last = tonumber(redis.call('HGET', lanes, lane) or '0')
+    score = math.max(vtime, last) + 1
+    redis.call('HSET', lanes, lane, fmt(score))
+  end
+  redis.call('ZADD', pending, score, id)
+  if redis.call('ZCARD', pending) == 1 then
+    redis.call('SPUBLISH', wake, '1')
+  end
+end

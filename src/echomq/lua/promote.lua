@@ -1,0 +1,30 @@
+#!lua
+-- name: promote
+-- summary: Move the candidate delayed jobs (peeked by the client, earliest first) whose due
+--   time has come on the server clock to pending. Bounded by the number of candidates.
+-- KEYS[1] delayed: emq:{q}:delayed
+-- KEYS[2] pending: emq:{q}:pending
+-- KEYS[3] lanes: emq:{q}:lanes
+-- KEYS[4] meta: emq:{q}:meta
+-- KEYS[5] wake: emq:{q}:wake
+-- KEYS[6..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
+-- ARGV[1..] ids: the candidate ids
+-- RETURNS: the number of jobs promoted
+-- ERRORS: none
+-- @include now
+-- @include pend
+local now = now_ms()
+local moved = 0
+for i = 1, #ARGV do
+  local id, job = ARGV[i], KEYS[i + 5]
+  local due = redis.call('ZSCORE', KEYS[1], id)
+  if due and tonumber(due) <= now then
+    redis.call('ZREM', KEYS[1], id)
+    if redis.call('EXISTS', job) == 1 then
+      redis.call('HSET', job, 'state', 'pending')
+      pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'))
+      moved = moved + 1
+    end
+  end
+end
+return moved

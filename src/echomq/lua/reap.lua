@@ -1,0 +1,49 @@
+#!lua
+-- name: reap
+-- summary: Re-expose the candidate active jobs (peeked by the client, earliest deadline
+--   first) whose lease has expired on the server clock: back to pending, or to the dead set
+--   once the expiry makes max_attempts failures. The lost attempt's token stays stale: the
+--   next claim increments attempts. Bounded by the number of candidates.
+-- KEYS[1] active: emq:{q}:active
+-- KEYS[2] pending: emq:{q}:pending
+-- KEYS[3] dead: emq:{q}:dead
+-- KEYS[4] lanes: emq:{q}:lanes
+-- KEYS[5] meta: emq:{q}:meta
+-- KEYS[6] inflight: emq:{q}:inflight
+-- KEYS[7] wake: emq:{q}:wake
+-- KEYS[8..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[2..] order
+-- ARGV[1] max_attempts: failure limit when the row names none
+-- ARGV[2..] ids: the candidate ids
+-- RETURNS: {requeued, dead}
+-- ERRORS: EMQARG a malformed argument; nothing written
+-- @include now
+-- @include pend
+-- @include release
+local limit = tonumber(ARGV[1])
+if not limit or limit < 1 then
+  return redis.error_reply('EMQARG max_attempts must be >= 1')
+end
+local now = now_ms()
+local requeued, dead = 0, 0
+for i = 2, #ARGV do
+  local id, job = ARGV[i], KEYS[i + 6]
+  local deadline = redis.call('ZSCORE', KEYS[1], id)
+  if deadline and tonumber(deadline) <= now then
+    redis.call('ZREM', KEYS[1], id)
+    if redis.call('EXISTS', job) == 1 then
+      local failures = redis.call('HINCRBY', job, 'failures', 1)
+      redis.call('HSET', job, 'error', 'lease expired')
+      if failures >= (tonumber(redis.call('HGET', job, 'max')) or limit) then
+        redis.call('HSET', job, 'state', 'dead')
+        redis.call('ZADD', KEYS[3], now, id)
+        release(KEYS[6], job, id)
+        dead = dead + 1
+      else
+        redis.call('HSET', job, 'state', 'pending')
+        pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, redis.call('HGET', job, 'lane'))
+        requeued = requeued + 1
+      end
+    end
+  end
+end
+return {requeued, dead}

@@ -1,0 +1,25 @@
+#!lua
+-- name: requeue
+-- summary: Put the candidate dead jobs back on pending with a fresh failure budget. The
+--   attempt counter is kept (it is the fencing token and only grows).
+-- KEYS[1] dead: emq:{q}:dead
+-- KEYS[2] pending: emq:{q}:pending
+-- KEYS[3] lanes: emq:{q}:lanes
+-- KEYS[4] meta: emq:{q}:meta
+-- KEYS[5] wake: emq:{q}:wake
+-- KEYS[6..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
+-- ARGV[1..] ids: the candidate ids
+-- RETURNS: the number of jobs requeued
+-- ERRORS: none
+-- @include now
+-- @include pend
+local moved = 0
+for i = 1, #ARGV do
+  local id, job = ARGV[i], KEYS[i + 5]
+  if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('EXISTS', job) == 1 then
+    redis.call('HSET', job, 'state', 'pending', 'failures', '0')
+    pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'))
+    moved = moved + 1
+  end
+end
+return moved

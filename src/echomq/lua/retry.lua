@@ -1,0 +1,59 @@
+#!lua
+-- name: retry
+-- summary: End one attempt without success, fenced by (id, attempt), and schedule the job
+--   again after delay_ms (to pending at once when 0). mode 'fail' counts a failure and
+--   keeps the error; at max_attempts failures the job goes to the dead set instead.
+--   mode 'defer' (a rate budget said "later") counts nothing. The attempt counter itself
+--   only ever grows: it is the fencing token. A serial lane stays held until the job ends.
+-- KEYS[1] active: emq:{q}:active
+-- KEYS[2] job: emq:{q}:job:<id>
+-- KEYS[3] delayed: emq:{q}:delayed
+-- KEYS[4] dead: emq:{q}:dead, sorted set, score = time of death (server ms)
+-- KEYS[5] inflight: emq:{q}:inflight
+-- KEYS[6] pending: emq:{q}:pending
+-- KEYS[7] lanes: emq:{q}:lanes
+-- KEYS[8] meta: emq:{q}:meta
+-- KEYS[9] wake: emq:{q}:wake
+-- ARGV[1] id: the job id
+-- ARGV[2] attempt: the fencing token
+-- ARGV[3] delay_ms: wait before the job is pending again
+-- ARGV[4] max_attempts: failure limit when the row names none
+-- ARGV[5] error: text kept in the row as 'error' (mode fail)
+-- ARGV[6] mode: 'fail' or 'defer'
+-- RETURNS: 1 scheduled again | 2 dead | 0 stale (nothing changed)
+-- ERRORS: EMQARG a malformed argument; nothing written
+-- @include now
+-- @include pend
+-- @include release
+local delay = tonumber(ARGV[3])
+local limit = tonumber(ARGV[4])
+if not delay or delay < 0 or not limit or limit < 1 then
+  return redis.error_reply('EMQARG delay_ms >= 0 and max_attempts >= 1 required')
+end
+if ARGV[6] ~= 'fail' and ARGV[6] ~= 'defer' then
+  return redis.error_reply('EMQARG mode must be fail or defer')
+end
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane')
+if row[1] ~= 'active' or row[2] ~= ARGV[2] then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+local now = now_ms()
+if ARGV[6] == 'fail' then
+  local failures = redis.call('HINCRBY', KEYS[2], 'failures', 1)
+  redis.call('HSET', KEYS[2], 'error', ARGV[5])
+  if failures >= (tonumber(row[3]) or limit) then
+    redis.call('HSET', KEYS[2], 'state', 'dead')
+    redis.call('ZADD', KEYS[4], now, ARGV[1])
+    release(KEYS[5], KEYS[2], ARGV[1])
+    return 2
+  end
+end
+if delay == 0 then
+  redis.call('HSET', KEYS[2], 'state', 'pending')
+  pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5])
+else
+  redis.call('HSET', KEYS[2], 'state', 'delayed')
+  redis.call('ZADD', KEYS[3], now + delay, ARGV[1])
+end
+return 1

