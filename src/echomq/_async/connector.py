@@ -1,0 +1,158 @@
+"""The connector: scripts EVALSHA-first, pipelines, plain commands, one retry budget.
+
+* A script runs as ``EVALSHA``; on ``NOSCRIPT`` (the cache is per server and is lost
+  on restart, failover and ``SCRIPT FLUSH``) it is loaded with ``SCRIPT LOAD`` and the
+  same call is sent again. A call that answered NOSCRIPT did not run, so resending it
+  is safe.
+* A pipeline sends many script calls in one flush and returns one reply per call, in
+  input order, with server errors in place (never raised for one item).
+* Transient failures (connection refused or reset, timeouts, LOADING, READONLY,
+  TRYAGAIN, CLUSTERDOWN) are retried with capped exponential backoff until the retry
+  budget (10 s by default) is spent; then :class:`ServerUnavailable` is raised. Every
+  EchoMQ script is safe to resend: admission refuses duplicates, transitions are fenced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as redis_client
+from redis import exceptions as rex
+
+from echomq.errors import ServerUnavailable
+from echomq.scripts import Script
+
+__all__ = ["AsyncConnector", "Call", "is_transient"]
+
+Call = tuple[Script, Sequence[str | bytes], Sequence[str | bytes | int]]
+"""One script call: the script, its KEYS, its ARGV."""
+
+_TRANSIENT = (
+    rex.ConnectionError,  # includes BusyLoadingError (LOADING)
+    rex.TimeoutError,
+    rex.ReadOnlyError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures that a later attempt can outlive (restart, failover, loading)."""
+    if isinstance(exc, _TRANSIENT):
+        return True
+    return isinstance(exc, rex.ResponseError) and str(exc).startswith(
+        ("LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
+    )
+
+
+class AsyncConnector:
+    """One Valkey endpoint (a URL: ``redis://``, ``rediss://`` or ``unix://``)."""
+
+    def __init__(self, client: Any, *, retry_budget_s: float = 10.0) -> None:
+        self.client = client
+        self.retry_budget_s = retry_budget_s
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        retry_budget_s: float = 10.0,
+        socket_timeout: float | None = 5.0,
+        max_connections: int | None = None,
+    ) -> AsyncConnector:
+        """Connect lazily to ``url`` (TCP, TLS, unix socket, username and password in the URL)."""
+        client = redis_client.Redis.from_url(
+            url,
+            decode_responses=False,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            max_connections=max_connections,
+        )
+        return cls(client, retry_budget_s=retry_budget_s)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def __aenter__(self) -> AsyncConnector:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _retrying(self, op: Any, *args: Any) -> Any:
+        deadline = time.monotonic() + self.retry_budget_s
+        delay = 0.02
+        while True:
+            try:
+                return await op(*args)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise ServerUnavailable(
+                        f"server unavailable for {self.retry_budget_s}s: {exc!r}"
+                    ) from exc
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+
+    async def command(self, *args: Any) -> Any:
+        """One plain command, with the retry budget."""
+        return await self._retrying(self.client.execute_command, *args)
+
+    async def load(self, script: Script) -> None:
+        """``SCRIPT LOAD`` one script (the server's cache is per node)."""
+        await self.command("SCRIPT", "LOAD", script.source)
+
+    async def _eval_once(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        try:
+            return await self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except rex.NoScriptError:
+            await self.client.execute_command("SCRIPT", "LOAD", script.source)
+            return await self.client.execute_command(
+                "EVALSHA", script.sha, len(keys), *keys, *args
+            )
+
+    async def eval(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run one script EVALSHA-first; a server error reply is raised as ResponseError."""
+        script.check(len(keys), len(args))
+        return await self._retrying(self._eval_once, script, keys, args)
+
+    async def _pipeline_once(self, calls: Sequence[Call]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for script, keys, args in calls:
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        missing = [i for i, r in enumerate(replies) if isinstance(r, rex.NoScriptError)]
+        if missing:
+            # Those calls did not run. Load their scripts once and send only them again.
+            for script in {calls[i][0].sha: calls[i][0] for i in missing}.values():
+                await self.client.execute_command("SCRIPT", "LOAD", script.source)
+            again = await self._pipeline_once([calls[i] for i in missing])
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception) and is_transient(reply):
+                raise reply
+        return replies
+
+    async def pipeline(self, calls: Sequence[Call]) -> list[Any]:
+        """Run many script calls in one flush; replies (or error replies) in input order.
+
+        If the connection fails mid-pipeline the whole list is sent again: callers'
+        scripts are idempotent or fenced, so a resent call reports duplicate or stale.
+        """
+        for script, keys, args in calls:
+            script.check(len(keys), len(args))
+        if not calls:
+            return []
+        return list(await self._retrying(self._pipeline_once, calls))
+
+    async def server_time_ms(self) -> int:
+        """The server's clock in milliseconds (for tests and diagnostics, never for leases)."""
+        sec, usec = await self.command("TIME")
+        return int(sec) * 1000 + int(usec) // 1000

@@ -1,0 +1,355 @@
+"""A queue: admission, the claim plane and inspection, each one Lua script per transition.
+
+Scripts that act on jobs they cannot name in advance (claim, promote, reap, browse,
+requeue, purge) follow one pattern so that every key they touch is declared: the
+client *peeks* candidate ids with a read (``ZRANGE``), then calls the script with the
+candidates' job keys in KEYS; the script re-checks each candidate on the server and
+skips those that moved meanwhile. See docs/decisions/0002-peek-then-act.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from echomq import ids as branded
+from echomq import keyspace
+from echomq._async.connector import AsyncConnector, Call
+from echomq.errors import EchoMQError, InvalidJobId, PayloadTooLarge, ProtocolVersionError
+from echomq.model import (
+    PROTOCOL,
+    Completion,
+    JobView,
+    Lease,
+    QueueOptions,
+    RetryOutcome,
+    Stats,
+    Verdict,
+    decode_verdict,
+)
+from echomq.scripts import Script, load
+
+__all__ = ["AsyncQueue"]
+
+_STATES = ("pending", "active", "delayed", "done", "dead")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class AsyncQueue:
+    """One queue named ``name`` on a connector. Cheap to create; holds no connection."""
+
+    def __init__(
+        self, connector: AsyncConnector, name: str, *, options: QueueOptions | None = None
+    ) -> None:
+        keyspace.check_queue(name)
+        self.connector = connector
+        self.name = name
+        self.options = options or QueueOptions()
+        k = {t: keyspace.queue_key(name, t) for t in (*_STATES, "lanes", "meta", "inflight",
+                                                       "wake", "maint")}
+        self.keys = k
+        self._job_prefix = keyspace.queue_key(name, "job:")
+        self._fenced = not self.options.fence
+
+    # ----------------------------------------------------------------- helpers
+    def job_key(self, job_id: str) -> str:
+        """``emq:{q}:job:<id>``; refuses a malformed id before any I/O."""
+        if not branded.valid(job_id):
+            raise InvalidJobId(f"not a branded id: {job_id!r}")
+        return self._job_prefix + job_id
+
+    def _payload(self, payload: object) -> bytes:
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+        data = bytes(payload)
+        if len(data) > self.options.max_payload:
+            raise PayloadTooLarge(
+                f"payload of {len(data)} bytes exceeds max_payload={self.options.max_payload}"
+            )
+        return data
+
+    async def fence(self) -> str:
+        """Check (once per object) that the queue speaks our protocol major version."""
+        if not self._fenced:
+            try:
+                recorded = await self.connector.eval(load("fence"), [self.keys["meta"]], [PROTOCOL])
+            except ResponseError as exc:
+                if str(exc).startswith("EMQVERSION"):
+                    raise ProtocolVersionError(str(exc)) from None
+                raise
+            self._fenced = True
+            return _text(recorded)
+        return PROTOCOL
+
+    def _enqueue_call(self, job_id: str, payload: bytes) -> Call:
+        k = self.keys
+        return (load("enqueue"), [self.job_key(job_id), k["pending"], k["wake"]], [job_id, payload])
+
+    # --------------------------------------------------------------- admission
+    async def enqueue(self, job_id: str, payload: bytes) -> Verdict:
+        """Admit one job (seed @enqueue): ENQUEUED, DUPLICATE or KIND.
+
+        A malformed id raises InvalidJobId and an oversized payload PayloadTooLarge,
+        both before any I/O.
+        """
+        script, keys, args = self._enqueue_call(job_id, self._payload(payload))
+        await self.fence()
+        return await self._admission(script, keys, args)
+
+    async def _admission(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Verdict:
+        try:
+            reply = await self.connector.eval(script, keys, args)
+        except ResponseError as exc:
+            reply = exc
+        verdict = decode_verdict(reply)
+        if isinstance(verdict, EchoMQError):
+            raise verdict
+        return verdict
+
+    async def enqueue_many(
+        self, pairs: Iterable[tuple[str, bytes]]
+    ) -> list[Verdict | EchoMQError]:
+        """Admit many jobs: ``SCRIPT LOAD`` once, then one pipelined ``EVALSHA`` per item.
+
+        Returns one verdict per item, in input order. An item that cannot be sent (a
+        malformed id, an oversized payload) gets its error in its place and nothing is
+        written for it; the other items are unaffected. An id repeated inside the batch
+        is enqueued once and reported DUPLICATE after. Each item is atomic on its own;
+        the batch is not a transaction. Items go out in flushes of ``options.batch``.
+        """
+        out: list[Verdict | EchoMQError] = []
+        calls: list[Call] = []
+        where: list[int] = []
+        for i, (job_id, payload) in enumerate(pairs):
+            try:
+                calls.append(self._enqueue_call(job_id, self._payload(payload)))
+            except (EchoMQError, TypeError) as exc:
+                out.append(exc if isinstance(exc, EchoMQError) else InvalidJobId(str(exc)))
+                continue
+            out.append(Verdict.DUPLICATE)  # placeholder, replaced below
+            where.append(i)
+        if not calls:
+            return out
+        await self.fence()
+        await self.connector.load(load("enqueue"))
+        step = self.options.batch
+        for start in range(0, len(calls), step):
+            replies = await self.connector.pipeline(calls[start : start + step])
+            for i, reply in zip(where[start : start + step], replies, strict=True):
+                out[i] = decode_verdict(reply)
+        return out
+
+    async def admit(
+        self,
+        job_id: str,
+        payload: bytes,
+        *,
+        lane: str | None = None,
+        delay_ms: int = 0,
+        serial: bool = False,
+        max_attempts: int | None = None,
+    ) -> Verdict:
+        """Admit one job onto a lane and/or after a delay (server clock).
+
+        ``serial=True`` holds the lane to one job in flight, so its jobs run in order.
+        """
+        data = self._payload(payload)
+        if lane is not None and (not isinstance(lane, str) or not lane):
+            raise ValueError("lane must be a non-empty str or None")
+        if not isinstance(delay_ms, int) or delay_ms < 0:
+            raise ValueError("delay_ms must be an int >= 0")
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        k = self.keys
+        keys = [self.job_key(job_id), k["pending"], k["delayed"], k["lanes"], k["meta"], k["wake"]]
+        args = [job_id, data, lane or "", delay_ms, "1" if serial else "0",
+                "" if max_attempts is None else max_attempts]
+        await self.fence()
+        return await self._admission(load("admit"), keys, args)
+
+    # ------------------------------------------------------------- claim plane
+    async def claim(self, count: int = 1, *, lease_ms: int, window: int | None = None) -> list[Lease]:
+        """Lease up to ``count`` pending jobs for ``lease_ms`` (server clock).
+
+        Peeks ``window`` candidates (default ``2*count + 64``, room to skip jobs of
+        busy serial lanes) and claims with one script.
+        """
+        if count < 1 or lease_ms < 1:
+            raise ValueError("count and lease_ms must be >= 1")
+        peek = window or 2 * count + 64
+        ids = await self.connector.command("ZRANGE", self.keys["pending"], 0, peek - 1)
+        if not ids:
+            return []
+        return await self._claim(ids, count, lease_ms)
+
+    async def _claim(self, ids: Sequence[bytes], count: int, lease_ms: int) -> list[Lease]:
+        k = self.keys
+        keys = [k["pending"], k["active"], k["lanes"], k["meta"], k["inflight"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        flat = await self.connector.eval(load("claim"), keys, [lease_ms, count, *ids])
+        return [
+            Lease(
+                queue=self.name,
+                id=_text(flat[i]),
+                attempt=int(flat[i + 1]),
+                payload=flat[i + 2] or b"",
+                lane=_text(flat[i + 3]) or None,
+                deadline_ms=int(flat[i + 4]),
+            )
+            for i in range(0, len(flat), 5)
+        ]
+
+    async def heartbeat(self, lease: Lease, *, lease_ms: int) -> int | None:
+        """Extend ``lease``; returns the new deadline (server ms) or None if the lease is lost."""
+        reply = await self.connector.eval(
+            load("heartbeat"),
+            [self.keys["active"], self.job_key(lease.id)],
+            [lease.id, lease.attempt, lease_ms],
+        )
+        return int(reply) or None
+
+    async def heartbeat_many(self, leases: Sequence[Lease], *, lease_ms: int) -> list[int | None]:
+        """Extend many leases in one flush; one deadline or None per lease, in order."""
+        calls: list[Call] = [
+            (load("heartbeat"), [self.keys["active"], self.job_key(x.id)], [x.id, x.attempt, lease_ms])
+            for x in leases
+        ]
+        replies = await self.connector.pipeline(calls)
+        out: list[int | None] = []
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+            out.append(int(reply) or None)
+        return out
+
+    def _complete_call(self, lease: Lease, result: bytes) -> Call:
+        k = self.keys
+        return (
+            load("complete"),
+            [k["active"], self.job_key(lease.id), k["done"], k["inflight"]],
+            [lease.id, lease.attempt, self.options.keep_done_ms, result],
+        )
+
+    async def complete(self, lease: Lease, result: bytes = b"") -> Completion:
+        """Finish an attempt (fenced). STALE if the attempt no longer holds the job."""
+        script, keys, args = self._complete_call(lease, result)
+        reply = await self.connector.eval(script, keys, args)
+        return Completion.COMPLETED if reply == 1 else Completion.STALE
+
+    async def complete_many(self, leases: Sequence[Lease]) -> list[Completion]:
+        """Finish many attempts in one flush (each fenced on its own)."""
+        replies = await self.connector.pipeline([self._complete_call(x, b"") for x in leases])
+        out = []
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+            out.append(Completion.COMPLETED if reply == 1 else Completion.STALE)
+        return out
+
+    async def _retry(self, lease: Lease, delay_ms: int, error: str, mode: str) -> RetryOutcome:
+        if delay_ms < 0:
+            raise ValueError("delay_ms must be >= 0")
+        k = self.keys
+        keys = [k["active"], self.job_key(lease.id), k["delayed"], k["dead"], k["inflight"],
+                k["pending"], k["lanes"], k["meta"], k["wake"]]
+        args = [lease.id, lease.attempt, int(delay_ms), self.options.max_attempts, error, mode]
+        reply = await self.connector.eval(load("retry"), keys, args)
+        return {1: RetryOutcome.SCHEDULED, 2: RetryOutcome.DEAD}.get(reply, RetryOutcome.STALE)
+
+    async def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
+        """Record a failed attempt; run again after ``delay_ms``, or dead at the limit."""
+        return await self._retry(lease, delay_ms, error, "fail")
+
+    async def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:
+        """Put the job back for ``delay_ms`` without counting a failure (rate budgets)."""
+        return await self._retry(lease, delay_ms, "", "defer")
+
+    # ------------------------------------------------------------- maintenance
+    async def promote(self) -> int:
+        """Move due delayed jobs to pending; at most ``options.reap_batch`` per call."""
+        ids = await self.connector.command(
+            "ZRANGE", self.keys["delayed"], 0, self.options.reap_batch - 1
+        )
+        if not ids:
+            return 0
+        k = self.keys
+        keys = [k["delayed"], k["pending"], k["lanes"], k["meta"], k["wake"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        return int(await self.connector.eval(load("promote"), keys, ids))
+
+    async def reap(self) -> tuple[int, int]:
+        """Re-expose jobs whose lease expired; returns (requeued, dead). Bounded per call."""
+        ids = await self.connector.command(
+            "ZRANGE", self.keys["active"], 0, self.options.reap_batch - 1
+        )
+        if not ids:
+            return (0, 0)
+        k = self.keys
+        keys = [k["active"], k["pending"], k["dead"], k["lanes"], k["meta"], k["inflight"], k["wake"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        requeued, dead = await self.connector.eval(
+            load("reap"), keys, [self.options.max_attempts, *ids]
+        )
+        return int(requeued), int(dead)
+
+    async def _purge(self, state: str, min_age_ms: int, limit: int) -> int:
+        ids = await self.connector.command("ZRANGE", self.keys[state], 0, limit - 1)
+        if not ids:
+            return 0
+        keys = [self.keys[state], *(self._job_prefix + _text(i) for i in ids)]
+        return int(await self.connector.eval(load("purge"), keys, [state, min_age_ms, *ids]))
+
+    async def trim(self) -> int:
+        """Retention: delete done and dead rows older than their keep window (bounded)."""
+        n = self.options.reap_batch
+        return await self._purge("done", self.options.keep_done_ms, n) + await self._purge(
+            "dead", self.options.keep_dead_ms, n
+        )
+
+    async def purge_dead(self, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` dead jobs now."""
+        return await self._purge("dead", 0, limit)
+
+    async def requeue_dead(self, *, limit: int = 1000) -> int:
+        """Put up to ``limit`` dead jobs back on pending with a fresh failure budget."""
+        ids = await self.connector.command("ZRANGE", self.keys["dead"], 0, limit - 1)
+        if not ids:
+            return 0
+        k = self.keys
+        keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        return int(await self.connector.eval(load("requeue"), keys, ids))
+
+    # -------------------------------------------------------------- inspection
+    async def pending_size(self) -> int:
+        return int(await self.connector.eval(load("pending_size"), [self.keys["pending"]], []))
+
+    async def stats(self) -> Stats:
+        counts = await self.connector.eval(load("stats"), [self.keys[s] for s in _STATES], [])
+        return Stats(*(int(c) for c in counts))
+
+    async def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
+        """A page of jobs in ``state`` (set order), with their rows, read consistently."""
+        if state not in _STATES:
+            raise ValueError(f"state must be one of {_STATES}")
+        ids = await self.connector.command("ZRANGE", self.keys[state], offset, offset + limit - 1)
+        if not ids:
+            return []
+        keys = [self.keys[state], *(self._job_prefix + _text(i) for i in ids)]
+        flat = await self.connector.eval(load("browse"), keys, ids)
+        views = []
+        for i in range(0, len(flat), 3):
+            fields = flat[i + 2]
+            row = {_text(fields[j]): fields[j + 1] for j in range(0, len(fields), 2)}
+            views.append(JobView(id=_text(flat[i]), score=float(flat[i + 1]), row=row))
+        return views
+
+    async def job(self, job_id: str) -> dict[str, bytes] | None:
+        """The row of one job, or None."""
+        row = await self.connector.command("HGETALL", self.job_key(job_id))
+        return {_text(f): v for f, v in row.items()} if row else None

@@ -1,0 +1,429 @@
+"""A real local Valkey Cluster (primaries + replicas on loopback), for tests and for users.
+
+:class:`LocalCluster` starts ``primaries * (1 + replicas_per_primary)`` nodes of
+:class:`~echomq.server.EmbeddedValkey` in cluster mode on free 127.0.0.1 ports,
+joins them with plain cluster commands (``CLUSTER SET-CONFIG-EPOCH``,
+``ADDSLOTSRANGE``, ``MEET``, ``REPLICATE``: the same steps ``valkey-cli --cluster
+create`` takes, without its fixed one-second sleeps), and waits until every node
+says ``cluster_state:ok``, every node agrees on who serves every slot, and every
+replica has finished its initial sync. It stops every process it started, by
+process id, on :meth:`LocalCluster.stop`, on leaving a ``with`` block, or at exit.
+
+Fault helpers (``kill_node``, ``pause_node``, ``failover``, ``restart_node``,
+``wait_healthy``) let tests break the cluster and wait for it to heal.
+
+``python -m echomq.local_cluster`` starts one and prints its seed nodes until
+Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import random
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from echomq.errors import ServerUnavailable
+from echomq.keyspace import slot as key_slot
+from echomq.server import EmbeddedValkey
+
+__all__ = ["SLOTS", "ClusterNode", "LocalCluster", "main"]
+
+SLOTS = 16384
+_POLL = 0.05
+_Addr = tuple[str, int]
+# Replicas sync at once (the default waits 5 s for more replicas to share a diskless sync).
+_NODE_CONFIG = {"repl-diskless-sync-delay": "0"}
+
+
+class ClusterNode:
+    """One node of a :class:`LocalCluster`: its address, process id, node id and live role."""
+
+    def __init__(self, server: EmbeddedValkey) -> None:
+        self.server = server
+        self.node_id = ""
+        self.paused = False
+
+    @property
+    def host(self) -> str:
+        return self.server.host
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+    @property
+    def pid(self) -> int | None:
+        """The process id, or None while the node is killed or stopped."""
+        return self.server.pid
+
+    @property
+    def running(self) -> bool:
+        proc = self.server.process
+        return proc is not None and proc.poll() is None
+
+    @property
+    def live(self) -> bool:
+        """Running and not paused: the node can answer."""
+        return self.running and not self.paused
+
+    @property
+    def role(self) -> str:
+        """``"primary"``/``"replica"`` as the node itself says now, else ``"down"``/``"paused"``."""
+        if not self.running:
+            return "down"
+        if self.paused:
+            return "paused"
+        try:
+            return "primary" if _text(self.command("ROLE")[0]) == "master" else "replica"
+        except (redis.RedisError, OSError):
+            return "down"
+
+    def command(self, *args: Any, timeout: float = 2.0) -> Any:
+        """Run one command on this node alone (no cluster redirection); replies undecoded."""
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=timeout,
+                             socket_connect_timeout=timeout)
+        try:
+            return client.execute_command(*args)  # type: ignore[no-untyped-call]
+        finally:
+            client.close()
+
+    def __repr__(self) -> str:
+        return f"ClusterNode({self.host}:{self.port}, pid={self.pid}, id={self.node_id[:8]})"
+
+
+def _free_port_pair(rng: random.Random) -> int:
+    """A loopback port P with P and its cluster-bus port P + 10000 both free, both below the
+    usual ephemeral range (32768+), so that client sockets cannot take them while a node
+    is down between a kill and a restart."""
+    for _ in range(1000):
+        port = rng.randrange(12000, 22000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        return port
+    raise ServerUnavailable("local cluster: no free port pair on 127.0.0.1")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
+    """Poll ``check`` (errors count as "not yet") until true, or raise ServerUnavailable."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while True:
+        try:
+            if check():
+                return
+        except (redis.RedisError, OSError) as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last!r})" if last else ""
+            raise ServerUnavailable(f"local cluster: {what} not reached in {timeout}s{detail}")
+        time.sleep(_POLL)
+
+
+class LocalCluster:
+    """A Valkey Cluster of managed local processes; see the module docstring."""
+
+    def __init__(
+        self,
+        primaries: int = 3,
+        replicas_per_primary: int = 1,
+        node_timeout_ms: int = 2000,
+        base_dir: str | Path | None = None,
+    ) -> None:
+        if primaries < 1 or replicas_per_primary < 0:
+            raise ValueError("need at least one primary and a non-negative replica count")
+        self.primaries = primaries
+        self.replicas_per_primary = replicas_per_primary
+        self.node_timeout_ms = node_timeout_ms
+        self._own_dir = base_dir is None
+        self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix="echomq-cluster-"))
+        self.nodes: list[ClusterNode] = []
+        self.started_pids: list[int] = []
+        self.startup_seconds = 0.0
+        self._atexit = False
+
+    # -- addresses ------------------------------------------------------------------------
+    @property
+    def startup_nodes(self) -> list[tuple[str, int]]:
+        return [n.address for n in self.nodes]
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT`` of a live seed node."""
+        seed = next((n for n in self.nodes if n.live), self.nodes[0])
+        return f"redis://{seed.host}:{seed.port}"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self, timeout: float = 60.0) -> LocalCluster:
+        if self.nodes:
+            return self
+        t0 = time.monotonic()
+        if not self._atexit:
+            atexit.register(self.stop)
+            self._atexit = True
+        total = self.primaries * (1 + self.replicas_per_primary)
+        rng = random.Random()
+        try:
+            for i in range(total):
+                for attempt in range(5):  # another process may take the port before we bind it
+                    node = ClusterNode(EmbeddedValkey(
+                        port=_free_port_pair(rng), data_dir=self.base_dir / f"node-{i}",
+                        cluster=True, cluster_node_timeout_ms=self.node_timeout_ms,
+                        extra=_NODE_CONFIG))
+                    try:
+                        self._start_process(node)
+                        break
+                    except ServerUnavailable:
+                        if attempt == 4:
+                            raise
+                self.nodes.append(node)
+            self._create(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _start_process(self, node: ClusterNode) -> None:
+        node.server.start()
+        node.paused = False
+        if node.pid is not None:
+            self.started_pids.append(node.pid)
+
+    def _create(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        prim = self.nodes[: self.primaries]
+        for i, node in enumerate(self.nodes):
+            node.node_id = _text(node.command("CLUSTER", "MYID"))
+            # Distinct epochs up front, as valkey-cli does: no epoch-collision round.
+            node.command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+        for i, node in enumerate(prim):
+            lo, hi = SLOTS * i // self.primaries, SLOTS * (i + 1) // self.primaries - 1
+            node.command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+        first = self.nodes[0]
+        for node in self.nodes[1:]:
+            first.command("CLUSTER", "MEET", node.host, node.port)
+        everyone = {n.node_id for n in self.nodes}
+        _wait("every node knows every other",
+              lambda: all(self._known_ids(n) >= everyone for n in self.nodes),
+              deadline - time.monotonic())
+        for i, node in enumerate(self.nodes[self.primaries:]):
+            node.command("CLUSTER", "REPLICATE", prim[i % self.primaries].node_id)
+        self._wait_agreed(deadline - time.monotonic(), self.replicas_per_primary)
+
+    def stop(self) -> None:
+        """Stop every node by its process id (paused ones are resumed first); idempotent."""
+        for node in self.nodes:
+            proc = node.server.process
+            if proc is not None and proc.poll() is None:
+                if node.paused:
+                    proc.send_signal(signal.SIGCONT)
+                proc.terminate()  # all at once; the waits below then overlap
+            node.paused = False
+        for node in self.nodes:
+            node.server.stop()
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- views ----------------------------------------------------------------------------
+    def _by_address(self, host: str, port: int) -> ClusterNode:
+        for node in self.nodes:
+            if node.port == port and node.host == host:
+                return node
+        raise LookupError(f"no node of this cluster at {host}:{port}")
+
+    def _by_id(self, node_id: str) -> ClusterNode:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise LookupError(f"no node of this cluster has id {node_id}")
+
+    @staticmethod
+    def _cluster_nodes(node: ClusterNode) -> list[list[str]]:
+        """``CLUSTER NODES`` of ``node``, one split line per node it knows."""
+        return [line.split() for line in _text(node.command("CLUSTER", "NODES")).splitlines()
+                if line.strip()]
+
+    def _known_ids(self, node: ClusterNode) -> set[str]:
+        return {f[0] for f in self._cluster_nodes(node) if "handshake" not in f[2]}
+
+    @staticmethod
+    def _slot_map(node: ClusterNode) -> list[tuple[int, int, _Addr, list[_Addr]]]:
+        """``CLUSTER SLOTS`` of ``node``: (first, last, primary address, replica addresses)."""
+        out = []
+        for entry in node.command("CLUSTER", "SLOTS"):
+            addrs = [(_text(a[0]), int(a[1])) for a in entry[2:]]
+            out.append((int(entry[0]), int(entry[1]), addrs[0], addrs[1:]))
+        return out
+
+    def _live(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.live]
+
+    def _seed(self) -> ClusterNode:
+        live = self._live()
+        if not live:
+            raise ServerUnavailable("local cluster: no live node")
+        return live[0]
+
+    def primary_for_slot(self, slot: int) -> ClusterNode:
+        """The node that a live node's ``CLUSTER SLOTS`` names as the primary of ``slot``."""
+        for lo, hi, primary, _ in self._slot_map(self._seed()):
+            if lo <= slot <= hi:
+                return self._by_address(*primary)
+        raise LookupError(f"slot {slot} is not served")
+
+    def primary_for_key(self, key: str | bytes) -> ClusterNode:
+        return self.primary_for_slot(key_slot(key))
+
+    def replicas_of(self, primary: ClusterNode) -> list[ClusterNode]:
+        """The non-failed replicas of ``primary``, as a live node's ``CLUSTER NODES`` lists them."""
+        view = primary if primary.live else self._seed()
+        return [self._by_id(f[0]) for f in self._cluster_nodes(view)
+                if f[3] == primary.node_id and "fail" not in f[2].split(",")]
+
+    def replica_of(self, primary: ClusterNode) -> ClusterNode:
+        replicas = self.replicas_of(primary)
+        if not replicas:
+            raise LookupError(f"{primary} has no replica")
+        return replicas[0]
+
+    @property
+    def primaries_now(self) -> list[ClusterNode]:
+        return [n for n in self._live() if n.role == "primary"]
+
+    @property
+    def replicas_now(self) -> list[ClusterNode]:
+        return [n for n in self._live() if n.role == "replica"]
+
+    # -- health ---------------------------------------------------------------------------
+    def _healthy(self, replicas_per_primary: int | None) -> bool:
+        live = self._live()
+        roles = {n.port: n.command("ROLE") for n in live}
+        masters = {n.address for n in live if _text(roles[n.port][0]) == "master"}
+        for node in live:
+            info = _text(node.command("CLUSTER", "INFO"))
+            if "cluster_state:ok" not in info:
+                return False
+            role = roles[node.port]
+            # A replica of a live primary must have finished its sync ("connected").
+            if _text(role[0]) == "slave" and (_text(role[1]), int(role[2])) in masters \
+                    and _text(role[3]) != "connected":
+                return False
+            covered = 0
+            for lo, hi, primary, replicas in self._slot_map(node):
+                if primary not in masters:
+                    return False
+                if replicas_per_primary is not None and len(replicas) != replicas_per_primary:
+                    return False
+                covered += hi - lo + 1
+            if covered != SLOTS:
+                return False
+        return True
+
+    def _wait_agreed(self, timeout: float, replicas_per_primary: int | None = None) -> None:
+        _wait("a healthy cluster", lambda: self._healthy(replicas_per_primary), timeout)
+
+    def wait_healthy(self, timeout: float = 30.0) -> float:
+        """Wait until every live node says ``cluster_state:ok``, every slot (in every live
+        node's view) is served by a live node that says it is a primary, and every replica
+        of a live primary is in sync. Returns the seconds waited."""
+        t0 = time.monotonic()
+        self._wait_agreed(timeout)
+        return time.monotonic() - t0
+
+    # -- faults ---------------------------------------------------------------------------
+    def kill_node(self, node: ClusterNode) -> None:
+        """SIGKILL the node's process (by pid); :meth:`restart_node` brings it back."""
+        node.server.kill()
+        node.paused = False
+
+    def pause_node(self, node: ClusterNode) -> None:
+        """SIGSTOP the node: it holds its sockets open but answers nothing."""
+        node.server.pause()
+        node.paused = True
+
+    def resume_node(self, node: ClusterNode) -> None:
+        node.server.resume()
+        node.paused = False
+
+    def restart_node(self, node: ClusterNode) -> ClusterNode:
+        """Start a killed node again (or stop and start a running one) on the same port and
+        data directory, so it keeps its node id; call :meth:`wait_healthy` to wait for it."""
+        if node.paused:
+            self.resume_node(node)
+        node.server.stop()
+        self._start_process(node)
+        return node
+
+    def failover(self, replica: ClusterNode, timeout: float = 30.0, force: bool = False) -> float:
+        """``CLUSTER FAILOVER`` (``FORCE`` if asked) on ``replica``; wait until it is a primary
+        and the cluster is healthy again. Returns the seconds taken."""
+        t0 = time.monotonic()
+        if force:
+            replica.command("CLUSTER", "FAILOVER", "FORCE")
+        else:
+            replica.command("CLUSTER", "FAILOVER")
+        _wait(f"{replica} promoted", lambda: replica.role == "primary", timeout)
+        self._wait_agreed(max(0.0, timeout - (time.monotonic() - t0)))
+        return time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m echomq.local_cluster",
+                                     description="Run a local Valkey Cluster until Ctrl-C.")
+    parser.add_argument("--primaries", type=int, default=3)
+    parser.add_argument("--replicas", type=int, default=1, help="replicas per primary")
+    parser.add_argument("--node-timeout-ms", type=int, default=2000)
+    parser.add_argument("--dir", default=None, help="data directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with LocalCluster(args.primaries, args.replicas, args.node_timeout_ms, args.dir) as cluster:
+        print(f"local Valkey cluster up in {cluster.startup_seconds:.2f}s "
+              f"(data in {cluster.base_dir})")
+        for node in cluster.nodes:
+            print(f"  {node.host}:{node.port}  {node.role:<8} pid={node.pid} id={node.node_id}")
+        print(f"seed: {cluster.url}")
+        print("startup nodes: " + ",".join(f"{h}:{p}" for h, p in cluster.startup_nodes))
+        print("Ctrl-C or SIGTERM stops it.", flush=True)
+        while not done.wait(0.5):
+            pass
+        print("stopping...", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

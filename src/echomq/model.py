@@ -1,0 +1,129 @@
+"""The values EchoMQ hands back: verdicts, leases, outcomes, options. Pure."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from echomq.errors import EchoMQError, ServerError
+
+__all__ = [
+    "PROTOCOL",
+    "Completion",
+    "JobView",
+    "Lease",
+    "QueueOptions",
+    "RetryOutcome",
+    "Stats",
+    "Verdict",
+    "decode_verdict",
+]
+
+PROTOCOL = "echomq:3.0.0"
+"""The keyspace protocol this client speaks (seed 002); a queue records it on first write."""
+
+
+class Verdict(enum.Enum):
+    """What admission did with one job (seed 000 §3)."""
+
+    ENQUEUED = "enqueued"
+    DUPLICATE = "duplicate"  # the id was already known; the existing row is untouched
+    KIND = "kind"  # the id is not JOB-namespaced (EMQKIND); nothing was written
+
+
+class Completion(enum.Enum):
+    COMPLETED = "completed"
+    STALE = "stale"  # the attempt no longer holds the job: nothing changed
+
+
+class RetryOutcome(enum.Enum):
+    SCHEDULED = "scheduled"  # back to delayed (or pending when the delay is 0)
+    DEAD = "dead"  # the failure limit was reached: in the dead set with its last error
+    STALE = "stale"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One claimed attempt. ``attempt`` is the fencing token every later call presents."""
+
+    queue: str
+    id: str
+    attempt: int
+    payload: bytes
+    lane: str | None
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job's row as ``browse`` read it."""
+
+    id: str
+    score: float
+    row: dict[str, bytes]
+
+    @property
+    def state(self) -> str:
+        return self.row.get("state", b"").decode()
+
+    @property
+    def attempts(self) -> int:
+        return int(self.row.get("attempts", b"0"))
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    pending: int
+    active: int
+    delayed: int
+    done: int
+    dead: int
+
+    @property
+    def total(self) -> int:
+        return self.pending + self.active + self.delayed + self.done + self.dead
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueOptions:
+    """How a queue treats its jobs. Every number has a reason.
+
+    * ``max_payload``: 512 KiB. Larger payloads belong in a blob store; a big value
+      stalls the single-threaded server for every other client.
+    * ``keep_done_ms``: finished rows are kept one hour, so an id keeps refusing
+      duplicates for an hour after its job completed; 0 deletes at completion.
+    * ``keep_dead_ms``: dead rows are kept seven days for inspection and requeue.
+    * ``max_attempts``: a job that fails (or loses its lease) this many times is dead.
+    * ``batch``: enqueue_many sends at most this many items per flush, and promote,
+      reap and purge handle at most this many jobs per script call, so no call holds
+      the server for more than a few milliseconds.
+    """
+
+    max_payload: int = 512 * 1024
+    keep_done_ms: int = 3_600_000
+    keep_dead_ms: int = 7 * 24 * 3_600_000
+    max_attempts: int = 5
+    batch: int = 1000
+    reap_batch: int = 200
+    fence: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_payload", "max_attempts", "batch", "reap_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        for name in ("keep_done_ms", "keep_dead_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+
+def decode_verdict(reply: object) -> Verdict | EchoMQError:
+    """Map one reply of enqueue/admit to its verdict; the same decoder runs on pipelines."""
+    if reply == 1:
+        return Verdict.ENQUEUED
+    if reply == 0:
+        return Verdict.DUPLICATE
+    if isinstance(reply, Exception) and str(reply).startswith("EMQKIND"):
+        return Verdict.KIND
+    return ServerError(f"unexpected admission reply: {reply!r}")
+
+
