@@ -222,15 +222,24 @@ class LocalCluster:
         for i, node in enumerate(prim):
             lo, hi = SLOTS * i // self.primaries, SLOTS * (i + 1) // self.primaries - 1
             node.command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
-        first = self.nodes[0]
-        for node in self.nodes[1:]:
-            first.command("CLUSTER", "MEET", node.host, node.port)
+        for a in self.nodes:  # everyone meets everyone: no waiting for gossip to spread
+            for b in self.nodes:
+                if a is not b:
+                    a.command("CLUSTER", "MEET", b.host, b.port)
         everyone = {n.node_id for n in self.nodes}
         _wait("every node knows every other",
               lambda: all(self._known_ids(n) >= everyone for n in self.nodes),
               deadline - time.monotonic())
         for i, node in enumerate(self.nodes[self.primaries:]):
             node.command("CLUSTER", "REPLICATE", prim[i % self.primaries].node_id)
+        _wait("replicas in sync", lambda: all(
+            _text(n.command("ROLE")[3]) == "connected" for n in self.nodes[self.primaries:]),
+            deadline - time.monotonic())
+        # CLUSTER SLOTS lists a replica only once its replication offset is non-zero, and the
+        # offset only moves with a write (or a replica ping, every 10 s by default). One write
+        # that changes nothing on the brand-new, empty primaries moves it at once.
+        for node in prim:
+            node.command("FLUSHALL")
         self._wait_agreed(deadline - time.monotonic(), self.replicas_per_primary)
 
     def stop(self) -> None:
@@ -328,7 +337,13 @@ class LocalCluster:
         live = self._live()
         roles = {n.port: n.command("ROLE") for n in live}
         masters = {n.address for n in live if _text(roles[n.port][0]) == "master"}
+        live_ids = {n.node_id for n in live}
         for node in live:
+            # Every live node sees every other live node as up and connected.
+            for f in self._cluster_nodes(node):
+                if f[0] in live_ids and (f[7] != "connected" or {"fail", "fail?", "handshake"}
+                                         & set(f[2].split(","))):
+                    return False
             info = _text(node.command("CLUSTER", "INFO"))
             if "cluster_state:ok" not in info:
                 return False
@@ -387,12 +402,17 @@ class LocalCluster:
         """``CLUSTER FAILOVER`` (``FORCE`` if asked) on ``replica``; wait until it is a primary
         and the cluster is healthy again. Returns the seconds taken."""
         t0 = time.monotonic()
-        if force:
-            replica.command("CLUSTER", "FAILOVER", "FORCE")
-        else:
-            replica.command("CLUSTER", "FAILOVER")
-        _wait(f"{replica} promoted", lambda: replica.role == "primary", timeout)
-        self._wait_agreed(max(0.0, timeout - (time.monotonic() - t0)))
+        deadline = t0 + timeout
+        while True:
+            replica.command("CLUSTER", "FAILOVER", *(["FORCE"] if force else []))
+            try:  # the server gives a manual failover 5 s, then drops it: ask again
+                _wait(f"{replica} promoted", lambda: replica.role == "primary",
+                      min(6.0, max(0.0, deadline - time.monotonic())))
+                break
+            except ServerUnavailable:
+                if time.monotonic() >= deadline:
+                    raise
+        self._wait_agreed(max(0.0, deadline - time.monotonic()))
         return time.monotonic() - t0
 
 

@@ -55,6 +55,7 @@ class AsyncConnector:
     def __init__(self, client: Any, *, retry_budget_s: float = 10.0) -> None:
         self.client = client
         self.retry_budget_s = retry_budget_s
+        self.fenced: set[str] = set()  # queues whose protocol version this connector checked
 
     @classmethod
     def from_url(

@@ -55,7 +55,6 @@ class Queue:
                                                        "wake", "maint")}
         self.keys = k
         self._job_prefix = keyspace.queue_key(name, "job:")
-        self._fenced = not self.options.fence
 
     # ----------------------------------------------------------------- helpers
     def job_key(self, job_id: str) -> str:
@@ -75,15 +74,15 @@ class Queue:
         return data
 
     def fence(self) -> str:
-        """Check (once per object) that the queue speaks our protocol major version."""
-        if not self._fenced:
+        """Check (once per connector) that the queue speaks our protocol major version."""
+        if self.options.fence and self.name not in self.connector.fenced:
             try:
                 recorded = self.connector.eval(load("fence"), [self.keys["meta"]], [PROTOCOL])
             except ResponseError as exc:
                 if str(exc).startswith("EMQVERSION"):
                     raise ProtocolVersionError(str(exc)) from None
                 raise
-            self._fenced = True
+            self.connector.fenced.add(self.name)
             return _text(recorded)
         return PROTOCOL
 
@@ -145,6 +144,23 @@ class Queue:
                 out[i] = decode_verdict(reply)
         return out
 
+    def _admit_call(
+        self, job_id: str, payload: bytes, lane: str | None, delay_ms: int, serial: bool,
+        max_attempts: int | None,
+    ) -> Call:
+        data = self._payload(payload)
+        if lane is not None and (not isinstance(lane, str) or not lane):
+            raise ValueError("lane must be a non-empty str or None")
+        if not isinstance(delay_ms, int) or delay_ms < 0:
+            raise ValueError("delay_ms must be an int >= 0")
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        k = self.keys
+        keys = [self.job_key(job_id), k["pending"], k["delayed"], k["lanes"], k["meta"], k["wake"]]
+        args: list[str | bytes | int] = [job_id, data, lane or "", delay_ms, "1" if serial else "0",
+                                         "" if max_attempts is None else max_attempts]
+        return (load("admit"), keys, args)
+
     def admit(
         self,
         job_id: str,
@@ -158,20 +174,36 @@ class Queue:
         """Admit one job onto a lane and/or after a delay (server clock).
 
         ``serial=True`` holds the lane to one job in flight, so its jobs run in order.
+        Bad arguments raise (ValueError, InvalidJobId, PayloadTooLarge) before any I/O.
         """
-        data = self._payload(payload)
-        if lane is not None and (not isinstance(lane, str) or not lane):
-            raise ValueError("lane must be a non-empty str or None")
-        if not isinstance(delay_ms, int) or delay_ms < 0:
-            raise ValueError("delay_ms must be an int >= 0")
-        if max_attempts is not None and max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        k = self.keys
-        keys = [self.job_key(job_id), k["pending"], k["delayed"], k["lanes"], k["meta"], k["wake"]]
-        args = [job_id, data, lane or "", delay_ms, "1" if serial else "0",
-                "" if max_attempts is None else max_attempts]
+        script, keys, args = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts)
         self.fence()
-        return self._admission(load("admit"), keys, args)
+        return self._admission(script, keys, args)
+
+    def admit_many(
+        self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False
+    ) -> list[Verdict | EchoMQError]:
+        """Admit ``(id, payload, lane)`` items in pipelined flushes; verdicts in input order."""
+        out: list[Verdict | EchoMQError] = []
+        calls: list[Call] = []
+        where: list[int] = []
+        for i, (job_id, payload, lane) in enumerate(items):
+            try:
+                calls.append(self._admit_call(job_id, payload, lane, 0, serial, None))
+            except (EchoMQError, TypeError, ValueError) as exc:
+                out.append(exc if isinstance(exc, EchoMQError) else InvalidJobId(str(exc)))
+                continue
+            out.append(Verdict.DUPLICATE)
+            where.append(i)
+        if calls:
+            self.fence()
+            self.connector.load(load("admit"))
+            step = self.options.batch
+            for start in range(0, len(calls), step):
+                replies = self.connector.pipeline(calls[start : start + step])
+                for i, reply in zip(where[start : start + step], replies, strict=True):
+                    out[i] = decode_verdict(reply)
+        return out
 
     # ------------------------------------------------------------- claim plane
     def claim(self, count: int = 1, *, lease_ms: int, window: int | None = None) -> list[Lease]:

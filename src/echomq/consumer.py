@@ -1,0 +1,292 @@
+"""A consumer drains one queue with a handler (seed 003 §1).
+
+It claims jobs, runs the handler, heartbeats every ``beat_ms`` while handlers run,
+and finishes each job fenced by its ``(id, attempt)``. Delivery is at-least-once:
+a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
+``reap`` makes the job visible again. Handlers must be idempotent.
+
+* Handler answers: ``None`` or :class:`Ack` completes; :class:`Defer` retries later
+  without counting a failure; :class:`Backoff` or an exception counts a failure and
+  retries with the backoff policy (dead at the attempt limit, error kept).
+* A heartbeat that finds the lease lost cancels the handler and discards its
+  outcome: a worker that lost its lease never finishes the job.
+* Idle, the consumer waits on the queue's wake channel (``SSUBSCRIBE``), so a new
+  job starts about one round trip after admission, not a poll later.
+* Every beat one consumer of the queue (a ``SET NX PX`` token) runs promote and
+  reap, and now and then retention: no separate scheduler process.
+* Transient server errors are retried with backoff; the loop never exits silently.
+* :meth:`stop` stops claiming, lets running handlers finish within the grace
+  period, then cancels them (their leases expire and the jobs run again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from echomq._async.connector import is_transient
+from echomq._async.queue import AsyncQueue
+from echomq.errors import ServerUnavailable
+from echomq.model import Completion, Lease
+from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
+
+__all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
+
+log = logging.getLogger("echomq.consumer")
+
+Handler = Callable[[Lease], Awaitable[Outcome] | Outcome]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerOptions:
+    """The two numbers of seed 003 plus how many jobs run at once.
+
+    ``beat_ms`` is the poll-and-heartbeat cadence; ``lease_ms`` how long a claimed job
+    stays invisible without a heartbeat. A lease must outlive several beats, so one
+    slow round trip does not lose it.
+    """
+
+    beat_ms: int = 100
+    lease_ms: int = 10_000
+    concurrency: int = 16
+    grace_s: float = 10.0
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    maintenance: bool = True
+    trim_every: int = 50  # beats between retention passes
+
+    def __post_init__(self) -> None:
+        if self.beat_ms < 1 or self.concurrency < 1:
+            raise ValueError("beat_ms and concurrency must be >= 1")
+        if self.lease_ms < 3 * self.beat_ms:
+            raise ValueError("lease_ms must be at least three beats")
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    deferred: int = 0
+    dead: int = 0
+    lost: int = 0  # leases found lost: outcome discarded
+    stale: int = 0  # finishes refused by the fence
+    errors: int = 0  # transient server errors ridden out
+
+
+class Consumer:
+    """Drain ``queue`` with ``handler``; run with ``await consumer.run()``."""
+
+    def __init__(self, queue: AsyncQueue, handler: Handler, *,
+                 options: ConsumerOptions | None = None, name: str | None = None) -> None:
+        self.queue = queue
+        self.handler = handler
+        self.options = options or ConsumerOptions()
+        self.name = name or f"{queue.name}@{os.getpid()}"
+        self.stats = ConsumerStats()
+        self._running: dict[asyncio.Task[None], Lease] = {}
+        self._lost: set[str] = set()
+        self._wake = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._beats = 0
+
+    # ------------------------------------------------------------ public
+    async def run(self) -> None:
+        """Claim and run jobs until :meth:`stop`; then drain within the grace period."""
+        aux = [asyncio.create_task(self._heartbeats(), name=f"{self.name}:beat"),
+               asyncio.create_task(self._listen(), name=f"{self.name}:wake")]
+        if self.options.maintenance:
+            aux.append(asyncio.create_task(self._maintain(), name=f"{self.name}:maint"))
+        try:
+            await self._claim_loop()
+            await self._drain()
+        finally:
+            for task in aux:
+                task.cancel()
+            for task in aux:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            for task in list(self._running):
+                task.cancel()
+            if self._running:
+                await asyncio.gather(*self._running, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Stop claiming; :meth:`run` returns once running handlers are done (or cancelled)."""
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    # ------------------------------------------------------------ loops
+    async def _claim_loop(self) -> None:
+        o = self.options
+        delay = 0.05
+        while not self._stopping.is_set():
+            free = o.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_free.clear()
+                await self._wait(self._slot_free, o.beat_ms / 1000)
+                continue
+            try:
+                self._wake.clear()
+                leases = await self.queue.claim(free, lease_ms=o.lease_ms)
+                delay = 0.05
+            except Exception as exc:
+                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
+                    raise
+                self.stats.errors += 1
+                log.warning("%s: claim failed (%r); retrying in %.2fs", self.name, exc, delay)
+                await self._wait(self._stopping, delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            self.stats.claimed += len(leases)
+            for lease in leases:
+                task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
+                self._running[task] = lease
+                task.add_done_callback(self._done)
+            if not leases:
+                await self._wait(self._wake, o.beat_ms / 1000)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+        self._slot_free.set()
+
+    @staticmethod
+    async def _wait(event: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
+
+    async def _drain(self) -> None:
+        if not self._running:
+            return
+        _, pending = await asyncio.wait(set(self._running), timeout=self.options.grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _run_one(self, lease: Lease) -> None:
+        try:
+            result = self.handler(lease)
+            outcome: Outcome = await result if inspect.isawaitable(result) else result
+        except asyncio.CancelledError:
+            if lease.id in self._lost:
+                self._lost.discard(lease.id)
+                return  # lease lost: the outcome is discarded, the job runs elsewhere
+            raise
+        except Exception as exc:
+            outcome = Backoff(error=f"{type(exc).__name__}: {exc}"[:2000])
+        await self._finish(lease, outcome)
+
+    async def _finish(self, lease: Lease, outcome: Outcome) -> None:
+        q, o = self.queue, self.options
+        delay = 0.05
+        give_up = time.monotonic() + o.lease_ms / 1000
+        while True:
+            try:
+                if outcome is None or isinstance(outcome, Ack):
+                    result = outcome.result if isinstance(outcome, Ack) else b""
+                    done = await q.complete(lease, result)
+                    if done is Completion.COMPLETED:
+                        self.stats.completed += 1
+                    else:
+                        self.stats.stale += 1
+                elif isinstance(outcome, Defer):
+                    await q.defer(lease, delay_ms=outcome.delay_ms)
+                    self.stats.deferred += 1
+                elif isinstance(outcome, Backoff):
+                    wait = outcome.delay_ms
+                    if wait is None:
+                        wait = o.backoff.delay_ms(lease.attempt)
+                    verdict = await q.retry(lease, delay_ms=wait, error=outcome.error)
+                    if verdict.value == "dead":
+                        self.stats.dead += 1
+                    elif verdict.value == "stale":
+                        self.stats.stale += 1
+                    else:
+                        self.stats.retried += 1
+                else:
+                    raise TypeError(f"handler returned {outcome!r}; expected Ack, Defer, Backoff")
+                return
+            except Exception as exc:
+                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
+                    raise
+                # Keep trying while the lease may still hold; after that reap re-runs the job.
+                if time.monotonic() > give_up:
+                    log.warning("%s: could not finish %s; its lease will expire", self.name, lease.id)
+                    return
+                self.stats.errors += 1
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _heartbeats(self) -> None:
+        o = self.options
+        while True:
+            await asyncio.sleep(o.beat_ms / 1000)
+            running = list(self._running.items())
+            if not running:
+                continue
+            try:
+                deadlines = await self.queue.heartbeat_many([x for _, x in running],
+                                                            lease_ms=o.lease_ms)
+            except Exception as exc:
+                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
+                    log.exception("%s: heartbeat failed", self.name)
+                self.stats.errors += 1
+                continue
+            for (task, lease), deadline in zip(running, deadlines, strict=True):
+                if deadline is None and not task.done():
+                    self.stats.lost += 1
+                    self._lost.add(lease.id)
+                    task.cancel()
+
+    async def _maintain(self) -> None:
+        o, q = self.options, self.queue
+        token = f"{self.name}:{id(self)}"
+        while True:
+            await asyncio.sleep(o.beat_ms / 1000)
+            try:
+                got = await q.connector.command("SET", q.keys["maint"], token, "NX", "PX", o.beat_ms)
+                if not got:
+                    continue
+                self._beats += 1
+                while await q.promote() >= q.options.reap_batch:
+                    pass
+                while sum(await q.reap()) >= q.options.reap_batch:
+                    pass
+                if self._beats % o.trim_every == 0:
+                    await q.trim()
+            except Exception as exc:
+                self.stats.errors += 1
+                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
+                    log.exception("%s: maintenance failed", self.name)
+
+    async def _listen(self) -> None:
+        """Set the wake event whenever the queue's pending set stops being empty."""
+        while True:
+            pubsub: Any = self.queue.connector.client.pubsub()
+            try:
+                await pubsub.ssubscribe(self.queue.keys["wake"])
+                while True:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if msg is not None:
+                        self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.stats.errors += 1
+                log.debug("%s: wake channel lost (%r)", self.name, exc)
+                await asyncio.sleep(0.2)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()

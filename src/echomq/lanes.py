@@ -1,0 +1,22 @@
+"""Lanes (``Lanes.enqueue(conn, "cm", player, job, payload)`` in the seed).
+
+A lane is a key inside a queue (the game uses one per player). Claims serve lanes
+fairly: each lane's jobs get start tags ``max(vtime, the lane's last tag) + 1``, so
+backlogged lanes are served round-robin, and one flooding lane cannot starve the
+others. ``serial=True`` holds the lane to one job in flight, so its jobs run in order.
+"""
+
+from __future__ import annotations
+
+from echomq._async.connector import AsyncConnector
+from echomq._async.queue import AsyncQueue
+from echomq.model import Verdict
+
+__all__ = ["enqueue"]
+
+
+async def enqueue(
+    conn: AsyncConnector, queue: str, lane: str, job_id: str, payload: bytes, *, serial: bool = True
+) -> Verdict:
+    """Admit ``job_id`` onto ``lane`` of ``queue`` in one atomic script."""
+    return await AsyncQueue(conn, queue).admit(job_id, payload, lane=lane, serial=serial)

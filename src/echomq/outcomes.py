@@ -1,0 +1,52 @@
+"""What a handler answers, and the backoff policy for failures. Pure."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["Ack", "Backoff", "BackoffPolicy", "Defer", "Outcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Done: complete the job (``None`` from a handler means the same)."""
+
+    result: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Not now (a rate budget said so): run again after ``delay_ms``; no failure counted."""
+
+    delay_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A failure that may pass: retry after the policy's growing delay, counting a failure."""
+
+    error: str = ""
+    delay_ms: int | None = None  # None: the consumer's BackoffPolicy decides
+
+
+Outcome = Ack | Defer | Backoff | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackoffPolicy:
+    """Exponential backoff with jitter: ``base_ms * factor**(attempt-1)``, capped at ``max_ms``.
+
+    Jitter spreads retries of jobs that failed together (an outage) so they do not
+    return together.
+    """
+
+    base_ms: int = 1000
+    factor: float = 2.0
+    max_ms: int = 5 * 60_000
+    jitter: float = 0.2
+
+    def delay_ms(self, attempt: int) -> int:
+        raw = min(self.max_ms, self.base_ms * self.factor ** max(0, attempt - 1))
+        spread = raw * self.jitter
+        return max(0, int(raw - spread + random.random() * 2 * spread))

@@ -1,0 +1,26 @@
+"""The keyspace checks every scenario ends with."""
+
+from __future__ import annotations
+
+import redis
+
+STATES = ("pending", "active", "delayed", "done", "dead")
+
+
+def assert_consistent(raw: redis.Redis, queue: str) -> dict[str, str]:
+    """Every job id is in exactly one state set, every row has its state entry, and the
+    set it is in names the row's state. Returns id -> state."""
+    where: dict[str, str] = {}
+    for state in STATES:
+        for member in raw.zrange(f"emq:{{{queue}}}:{state}", 0, -1):
+            jid = member.decode()
+            assert jid not in where, f"{jid} in both {where[jid]} and {state}"
+            where[jid] = state
+    rows = {
+        k.decode().rsplit(":", 1)[1]
+        for k in raw.scan_iter(match=f"emq:{{{queue}}}:job:*", count=1000)
+    }
+    assert rows == set(where), f"rows without a set: {rows - set(where)}; sets without a row: {set(where) - rows}"
+    for jid, state in where.items():
+        assert raw.hget(f"emq:{{{queue}}}:job:{jid}", "state") == state.encode(), jid
+    return where

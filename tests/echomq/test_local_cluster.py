@@ -1,0 +1,226 @@
+"""A real local Valkey Cluster: it comes up healthy, survives kill -9 and manual failover,
+and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import redis
+from redis.cluster import ClusterNode as RedisClusterNode
+from redis.cluster import RedisCluster
+
+from echomq.keyspace import slot
+from echomq.local_cluster import SLOTS, ClusterNode, LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+T = TypeVar("T")
+KEY = "emq:{lc-test}:probe"
+
+
+@pytest.fixture
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(primaries=3, replicas_per_primary=1, node_timeout_ms=2000) as c:
+        yield c
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Iterator[RedisCluster]:
+    rc = RedisCluster(
+        startup_nodes=[RedisClusterNode(h, p) for h, p in cluster.startup_nodes],
+        decode_responses=True, socket_timeout=1.0, socket_connect_timeout=1.0,
+    )
+    try:
+        yield rc
+    finally:
+        rc.close()
+
+
+def retry(fn: Callable[[], T], budget: float = 15.0) -> T:
+    """Retry through the transient errors of a failover, as an application must."""
+    deadline = time.monotonic() + budget
+    while True:
+        try:
+            return fn()
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie or a recycled pid is not our server.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    return stat.split(")")[-1].split()[0] != "Z" and b"valkey-server" in cmd
+
+
+def wait_role(node: ClusterNode, role: str, timeout: float) -> float:
+    t0 = time.monotonic()
+    while node.role != role:
+        assert time.monotonic() - t0 < timeout, f"{node} still {node.role} after {timeout}s"
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def test_comes_up_healthy_with_all_slots(cluster: LocalCluster, client: RedisCluster) -> None:
+    assert len(cluster.nodes) == 6
+    assert all(n.host == "127.0.0.1" for n in cluster.nodes)
+    assert sorted(n.role for n in cluster.nodes) == ["primary"] * 3 + ["replica"] * 3
+    assert len({n.node_id for n in cluster.nodes}) == 6
+    assert len({n.pid for n in cluster.nodes}) == 6
+    assert cluster.url == f"redis://127.0.0.1:{cluster.nodes[0].port}"
+    assert cluster.startup_seconds < 30
+
+    # The client's own view: 3 primaries, 3 replicas, every slot served.
+    assert len(client.get_primaries()) == 3
+    assert len(client.get_replicas()) == 3
+    covered = 0
+    for lo, hi, primary, *replicas in client.execute_command(
+            "CLUSTER SLOTS", target_nodes=RedisCluster.RANDOM):
+        covered += hi - lo + 1
+        assert len(replicas) == 1
+    assert covered == SLOTS
+    for node in cluster.nodes:
+        assert "cluster_state:ok" in node.command("CLUSTER", "INFO").decode()
+
+    # Each primary has its own replica, and the helpers agree with the client.
+    primaries = {n.port for n in cluster.nodes if n.role == "primary"}
+    replicas_of = {cluster.replica_of(p).port for p in cluster.nodes if p.port in primaries}
+    assert len(replicas_of) == 3
+    assert not replicas_of & primaries
+    for key in (KEY, "a", "b", "emq:{q}:job:1"):
+        assert client.set(key, "v")
+        owner = client.get_node_from_key(key)
+        assert owner is not None
+        assert cluster.primary_for_key(key).port == owner.port
+        assert cluster.primary_for_slot(slot(key)).port == owner.port
+    assert cluster.wait_healthy(5) < 5
+
+
+def test_kill_primary_promotes_its_replica(cluster: LocalCluster, client: RedisCluster) -> None:
+    primary = cluster.primary_for_key(KEY)
+    replica = cluster.replica_of(primary)
+    assert client.set(KEY, "before")
+    node = client.get_node_from_key(KEY)
+    assert node is not None
+    assert client.execute_command("WAIT", 1, 2000, target_nodes=node) == 1
+
+    t0 = time.monotonic()
+    cluster.kill_node(primary)
+    assert primary.pid is None
+    assert primary.role == "down"
+    promoted = wait_role(replica, "primary", timeout=8.0)
+    assert promoted < 6.0, f"promotion took {promoted:.2f}s"
+    cluster.wait_healthy(15)
+    print(f"promotion after kill -9: {promoted:.2f}s; healthy after {time.monotonic() - t0:.2f}s")
+    assert cluster.primary_for_key(KEY) is replica
+
+    # The acknowledged write survived, and the client follows the new primary.
+    assert retry(lambda: client.get(KEY)) == "before"
+    assert retry(lambda: client.set(KEY, "after"))
+
+    # The old primary comes back as a replica of the promoted node.
+    cluster.restart_node(primary)
+    cluster.wait_healthy(30)
+    assert primary.role == "replica"
+    assert cluster.replica_of(replica) is primary
+
+
+def test_manual_failover_swaps_roles(cluster: LocalCluster, client: RedisCluster) -> None:
+    primary = cluster.primary_for_key(KEY)
+    replica = cluster.replica_of(primary)
+    assert client.set(KEY, "v1")
+    took = cluster.failover(replica)
+    assert took < 10
+    assert replica.role == "primary"
+    assert primary.role == "replica"
+    assert cluster.primary_for_key(KEY) is replica
+    assert cluster.replica_of(replica) is primary
+    assert retry(lambda: client.set(KEY, "v2"))
+    owner = client.get_node_from_key(KEY)
+    assert owner is not None
+    assert owner.port == replica.port
+    assert retry(lambda: client.get(KEY)) == "v2"
+
+
+def test_pause_primary_then_resume(cluster: LocalCluster) -> None:
+    primary = cluster.primary_for_slot(0)
+    replica = cluster.replica_of(primary)
+    cluster.pause_node(primary)
+    assert primary.role == "paused"
+    wait_role(replica, "primary", timeout=10.0)
+    cluster.resume_node(primary)
+    cluster.wait_healthy(30)
+    assert primary.role == "replica"
+    assert cluster.primary_for_slot(0) is replica
+
+
+def test_teardown_leaves_no_process(tmp_path: Path) -> None:
+    cluster = LocalCluster(base_dir=tmp_path / "c").start()
+    try:
+        victim = cluster.primary_for_slot(100)
+        cluster.kill_node(victim)
+        cluster.restart_node(victim)  # a second pid for the same node
+        cluster.pause_node(cluster.replica_of(cluster.primary_for_slot(16000)))
+        pids = list(cluster.started_pids)
+        assert len(pids) == 7
+        assert sum(alive(p) for p in pids) == 6
+    finally:
+        cluster.stop()
+    assert not [p for p in pids if alive(p)]
+    assert all(n.pid is None for n in cluster.nodes)
+    cluster.stop()  # idempotent
+
+
+def test_owned_base_dir_is_removed() -> None:
+    with LocalCluster(primaries=1, replicas_per_primary=0) as cluster:
+        base = cluster.base_dir
+        assert base.is_dir()
+        assert [n.role for n in cluster.nodes] == ["primary"]
+    assert not base.exists()
+
+
+def test_command_line_entry_runs_until_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "echomq.local_cluster"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pids: list[int] = []
+    try:
+        assert proc.stdout is not None
+        seed = ""
+        for line in proc.stdout:
+            pids += [int(m) for m in re.findall(r"pid=(\d+)", line)]
+            if line.startswith("seed: "):
+                seed = line.split()[1]
+            if line.startswith("Ctrl-C"):
+                break
+        assert seed.startswith("redis://127.0.0.1:")
+        assert len(pids) == 6
+        with redis.Redis.from_url(seed) as r:
+            assert b"cluster_state:ok" in r.execute_command("CLUSTER", "INFO")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert not [p for p in pids if alive(p)]
