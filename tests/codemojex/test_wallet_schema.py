@@ -8,6 +8,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from codemojex.errors import MigrationError
 from codemojex.pg import open_pool, with_dbname
 from codemojex.wallet import ensure_player, load_migrations, migrate
 from tests.codemojex.support import drop_database, make_database, new_id
@@ -63,3 +64,17 @@ async def test_concurrent_starts_apply_each_migration_once(pg_url: str) -> None:
         for p in pools:
             await p.close()
         await asyncio.to_thread(drop_database, pg_url, name)
+
+
+async def test_a_changed_applied_migration_is_refused(pool: AsyncConnectionPool) -> None:
+    async with pool.connection() as conn:
+        await conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1")
+    try:
+        with pytest.raises(MigrationError, match="changed since applied"):
+            await migrate(pool)
+    finally:
+        first = load_migrations()[0]
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE schema_migrations SET checksum = %s WHERE version = 1", (first.checksum,)
+            )
