@@ -1,7 +1,8 @@
 #!lua
 -- name: complete
--- summary: Finish one attempt, fenced by (id, attempt). The lease is cleared in the same
---   step. The row is kept for keep_ms in the done set (so the id still refuses duplicates),
+-- summary: Finish one attempt, fenced by (id, attempt) and by its lease: an attempt whose
+--   lease has expired on the server clock can no longer finish. The lease is cleared in the
+--   same step. The row is kept for keep_ms in the done set (so the id still refuses duplicates),
 --   or deleted at once when keep_ms is 0.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
@@ -11,7 +12,7 @@
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] keep_ms: retention of the finished row, 0 to delete it now
 -- ARGV[4] result: bytes to keep in the row as 'result' ('' for none)
--- RETURNS: 1 completed | 0 stale (the attempt no longer holds the job; nothing changed)
+-- RETURNS: 1 completed | 0 stale (the attempt no longer holds a live lease; nothing changed)
 -- ERRORS: EMQARG a malformed argument
 -- @include now
 -- @include release
@@ -20,7 +21,9 @@ if not keep or keep < 0 then
   return redis.error_reply('EMQARG keep_ms must be a non-negative number')
 end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts')
-if row[1] ~= 'active' or row[2] ~= ARGV[2] then
+local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local now = now_ms()
+if row[1] ~= 'active' or row[2] ~= ARGV[2] or not deadline or tonumber(deadline) < now then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
@@ -30,6 +33,6 @@ if keep == 0 then
 else
   redis.call('HSET', KEYS[2], 'state', 'done')
   if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'result', ARGV[4]) end
-  redis.call('ZADD', KEYS[3], now_ms(), ARGV[1])
+  redis.call('ZADD', KEYS[3], now, ARGV[1])
 end
 return 1

@@ -1,6 +1,6 @@
 #!lua
 -- name: retry
--- summary: End one attempt without success, fenced by (id, attempt), and schedule the job
+-- summary: End one attempt without success, fenced by (id, attempt) and its live lease, and schedule the job
 --   again after delay_ms (to pending at once when 0). mode 'fail' counts a failure and
 --   keeps the error; at max_attempts failures the job goes to the dead set instead.
 --   mode 'defer' (a rate budget said "later") counts nothing. The attempt counter itself
@@ -34,11 +34,12 @@ if ARGV[6] ~= 'fail' and ARGV[6] ~= 'defer' then
   return redis.error_reply('EMQARG mode must be fail or defer')
 end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane')
-if row[1] ~= 'active' or row[2] ~= ARGV[2] then
+local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local now = now_ms()
+if row[1] ~= 'active' or row[2] ~= ARGV[2] or not current or tonumber(current) < now then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
-local now = now_ms()
 if ARGV[6] == 'fail' then
   local failures = redis.call('HINCRBY', KEYS[2], 'failures', 1)
   redis.call('HSET', KEYS[2], 'error', ARGV[5])

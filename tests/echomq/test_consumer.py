@@ -1,0 +1,276 @@
+"""Consumers: outcomes, lost leases, wake-up, shutdown; the supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+import redis
+
+from echomq import AsyncConnector, AsyncQueue, Lease, QueueOptions, generate
+from echomq.consumer import Consumer, ConsumerOptions
+from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer
+from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp
+from tests.echomq.invariants import assert_consistent
+from tests.echomq.test_claim_plane import wait_for
+
+FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=8, grace_s=2.0,
+                       backoff=BackoffPolicy(base_ms=10, max_ms=50))
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+@contextlib.asynccontextmanager
+async def running(consumer: Consumer):  # type: ignore[no-untyped-def]
+    task = asyncio.create_task(consumer.run())
+    try:
+        yield task
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_consumer_acks_every_job_once(queue: AsyncQueue, raw: redis.Redis) -> None:
+    seen: list[str] = []
+
+    async def handler(lease: Lease) -> None:
+        seen.append(lease.id)
+
+    ids = [jid() for _ in range(300)]
+    await queue.enqueue_many([(i, b"") for i in ids])
+    consumer = Consumer(queue, handler, options=FAST)
+    async with running(consumer):
+        await wait_for(lambda: _done(queue, 300))
+    assert sorted(seen) == sorted(ids)
+    assert consumer.stats.completed == 300 and consumer.stats.stale == 0
+    assert set(assert_consistent(raw, queue.name).values()) == {"done"}
+
+
+async def _done(queue: AsyncQueue, n: int) -> bool:
+    return (await queue.stats()).done == n
+
+
+async def test_sync_handlers_and_ack_results(queue: AsyncQueue, raw: redis.Redis) -> None:
+    a = jid()
+    await queue.enqueue(a, b"in")
+    consumer = Consumer(queue, lambda lease: Ack(lease.payload + b"-out"), options=FAST)
+    async with running(consumer):
+        await wait_for(lambda: _done(queue, 1))
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{a}", "result") == b"in-out"
+
+
+async def test_failures_back_off_then_die_with_the_error(conn: AsyncConnector, qname: str,
+                                                         raw: redis.Redis) -> None:
+    q = AsyncQueue(conn, qname, options=QueueOptions(max_attempts=3))
+    calls = 0
+
+    def handler(lease: Lease) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError(f"bad {lease.attempt}")
+
+    a = jid()
+    await q.enqueue(a, b"")
+    consumer = Consumer(q, handler, options=FAST)
+    async with running(consumer):
+        await wait_for(lambda: _dead(q))
+    assert calls == 3 and consumer.stats.dead == 1 and consumer.stats.retried == 2
+    assert raw.hget(f"emq:{{{qname}}}:job:{a}", "error") == b"RuntimeError: bad 3"
+    assert assert_consistent(raw, qname) == {a: "dead"}
+
+
+async def _dead(q: AsyncQueue) -> bool:
+    return (await q.stats()).dead == 1
+
+
+async def test_backoff_and_defer_outcomes(conn: AsyncConnector, qname: str) -> None:
+    q = AsyncQueue(conn, qname, options=QueueOptions(max_attempts=2))
+    answers = iter([Defer(10), Defer(10), Defer(10), Backoff("flaky", delay_ms=10), None])
+    consumer = Consumer(q, lambda lease: next(answers), options=FAST)
+    await q.enqueue(jid(), b"")
+    async with running(consumer):
+        await wait_for(lambda: _done(q, 1))
+    s = consumer.stats
+    assert (s.deferred, s.retried, s.completed, s.dead) == (3, 1, 1, 0)
+
+
+async def test_a_lost_lease_cancels_the_handler_and_discards_it(conn: AsyncConnector, qname: str,
+                                                                raw: redis.Redis) -> None:
+    q = AsyncQueue(conn, qname)
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def slow(lease: Lease) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    a = jid()
+    await q.enqueue(a, b"")
+    consumer = Consumer(q, slow, options=FAST)
+    async with running(consumer):
+        await asyncio.wait_for(started.wait(), 5)
+        # Another party takes the job: its lease moves on (as after an expiry + re-claim).
+        raw.zadd(f"emq:{{{qname}}}:active", {a: 0})
+        assert await q.reap() == (1, 0)
+        await asyncio.wait_for(cancelled.wait(), 5)
+    assert consumer.stats.lost == 1 and consumer.stats.completed == 0
+    assert raw.hget(f"emq:{{{qname}}}:job:{a}", "state") in (b"pending", b"active")
+
+
+async def test_an_idle_consumer_wakes_on_admission(queue: AsyncQueue) -> None:
+    started: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+    consumer = Consumer(queue, lambda lease: started.set_result(time.monotonic()),
+                        options=ConsumerOptions(beat_ms=5000, lease_ms=20_000))
+    async with running(consumer):
+        await asyncio.sleep(0.3)  # let it go idle, subscribed to the wake channel
+        t0 = time.monotonic()
+        await queue.enqueue(jid(), b"")
+        t1 = await asyncio.wait_for(started, 4)
+    assert t1 - t0 < 2.5  # well before the 5 s poll: the wake channel did it
+
+
+async def test_maintenance_promotes_delayed_jobs(queue: AsyncQueue) -> None:
+    seen = asyncio.Event()
+    await queue.admit(jid(), b"", delay_ms=100)
+    consumer = Consumer(queue, lambda lease: seen.set(), options=FAST)
+    async with running(consumer):
+        await asyncio.wait_for(seen.wait(), 5)
+
+
+async def test_shutdown_lets_running_handlers_finish(queue: AsyncQueue, raw: redis.Redis) -> None:
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    async def handler(lease: Lease) -> None:
+        started.set()
+        await release.wait()
+
+    await queue.enqueue_many([(jid(), b"") for _ in range(3)])
+    consumer = Consumer(queue, handler, options=FAST)
+    task = asyncio.create_task(consumer.run())
+    await asyncio.wait_for(started.wait(), 5)
+    consumer.stop()
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    release.set()
+    await asyncio.wait_for(task, 5)
+    assert consumer.stats.completed == 3
+
+
+async def test_shutdown_cancels_after_the_grace_period(queue: AsyncQueue, raw: redis.Redis) -> None:
+    async def forever(lease: Lease) -> None:
+        await asyncio.sleep(60)
+
+    await queue.enqueue(jid(), b"")
+    opts = ConsumerOptions(beat_ms=20, lease_ms=2000, grace_s=0.2)
+    consumer = Consumer(queue, forever, options=opts)
+    task = asyncio.create_task(consumer.run())
+    await wait_for(lambda: _active(queue))
+    consumer.stop()
+    await asyncio.wait_for(task, 5)
+    # the job is not lost: still active until its lease expires, then reaped
+    assert set(assert_consistent(raw, queue.name).values()) == {"active"}
+
+
+async def _active(q: AsyncQueue) -> bool:
+    return (await q.stats()).active == 1
+
+
+async def test_consumer_rides_out_a_server_restart(own_server, raw: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    conn = AsyncConnector.from_url(own_server.url, retry_budget_s=20)
+    q = AsyncQueue(conn, "restart")
+    done: set[str] = set()
+    consumer = Consumer(q, lambda lease: done.add(lease.id), options=FAST)
+    try:
+        async with running(consumer):
+            first = [jid() for _ in range(20)]
+            await q.enqueue_many([(i, b"") for i in first])
+            await wait_for(lambda: _true(len(done) == 20))
+            await asyncio.sleep(1.1)  # past the AOF's everysec fsync
+            own_server.kill()
+            await asyncio.sleep(0.3)
+            own_server.start()
+            second = [jid() for _ in range(20)]
+            await q.enqueue_many([(i, b"") for i in second])
+            await wait_for(lambda: _true(len(done) == 40), timeout=20)
+    finally:
+        await conn.aclose()
+    assert consumer.stats.errors >= 1
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_one_for_one_restarts_only_the_dead_child() -> None:
+    starts: list[str] = []
+    crash = asyncio.Event()
+
+    async def flaky() -> None:
+        starts.append("flaky")
+        await crash.wait()
+        crash.clear()
+        raise RuntimeError("crash")
+
+    async def steady() -> None:
+        starts.append("steady")
+        await asyncio.sleep(3600)
+
+    sup = Supervisor([ChildSpec("flaky", flaky), ChildSpec("steady", steady)])
+    task = asyncio.create_task(sup.run())
+    await asyncio.sleep(0.05)
+    crash.set()
+    await asyncio.sleep(0.05)
+    sup.stop()
+    await asyncio.wait_for(task, 5)
+    assert starts == ["flaky", "steady", "flaky"]
+
+
+async def test_rest_for_one_restarts_the_later_children_in_order() -> None:
+    events: list[str] = []
+    crash = asyncio.Event()
+
+    def child(name: str, crashes: bool = False):  # type: ignore[no-untyped-def]
+        async def run() -> None:
+            events.append(f"start {name}")
+            try:
+                if crashes:
+                    await crash.wait()
+                    crash.clear()
+                    raise RuntimeError(name)
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                events.append(f"stop {name}")
+                raise
+        return run
+
+    sup = Supervisor([ChildSpec("a", child("a")), ChildSpec("b", child("b", True)),
+                      ChildSpec("c", child("c")), ChildSpec("d", child("d"))],
+                     strategy="rest_for_one")
+    task = asyncio.create_task(sup.run())
+    await asyncio.sleep(0.05)
+    crash.set()
+    await asyncio.sleep(0.05)
+    sup.stop()
+    await asyncio.wait_for(task, 5)
+    assert events == ["start a", "start b", "start c", "start d",
+                      "stop d", "stop c", "start b", "start c", "start d",
+                      "stop d", "stop c", "stop b", "stop a"]
+
+
+async def test_restart_intensity_gives_up_loudly() -> None:
+    async def dies() -> None:
+        raise RuntimeError("always")
+
+    sup = Supervisor([ChildSpec("dies", dies)], max_restarts=3, period_s=10)
+    with pytest.raises(SupervisorGaveUp):
+        await asyncio.wait_for(sup.run(), 5)
+    assert sup.restart_count == 4
