@@ -20,7 +20,7 @@ def assert_consistent(raw: redis.Redis, queue: str) -> dict[str, str]:
         k.decode().rsplit(":", 1)[1]
         for k in raw.scan_iter(match=f"emq:{{{queue}}}:job:*", count=1000)
     }
-    assert rows == set(where), f"rows without a set: {rows - set(where)}; sets without a row: {set(where) - rows}"
+    assert rows == set(where), (rows - set(where), set(where) - rows)
     for jid, state in where.items():
         assert raw.hget(f"emq:{{{queue}}}:job:{jid}", "state") == state.encode(), jid
     return where

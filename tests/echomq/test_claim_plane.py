@@ -23,10 +23,10 @@ def jid() -> str:
     return generate("JOB")
 
 
-async def wait_for(predicate, timeout: float = 5.0):  # type: ignore[no-untyped-def]
+async def wait_for(predicate, within: float = 5.0):  # type: ignore[no-untyped-def]
     """Poll an async condition until it holds (never a bare sleep standing in for it)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + within
     while True:
         value = await predicate()
         if value:
@@ -190,9 +190,9 @@ async def test_browse_stats_and_sizes(queue: AsyncQueue, raw: redis.Redis) -> No
 
 
 async def test_invalid_arguments_write_nothing(queue: AsyncQueue, raw: redis.Redis) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="delay_ms"):
         await queue.admit(jid(), b"x", delay_ms=-1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="count"):
         await queue.claim(0, lease_ms=10)
     # and the server-side checks hold even for a client that skips ours
     from redis.exceptions import ResponseError

@@ -200,7 +200,7 @@ async def test_consumer_rides_out_a_server_restart(own_server, raw: redis.Redis)
             own_server.start()
             second = [jid() for _ in range(20)]
             await q.enqueue_many([(i, b"") for i in second])
-            await wait_for(lambda: _true(len(done) == 40), timeout=20)
+            await wait_for(lambda: _true(len(done) == 40), within=20)
     finally:
         await conn.aclose()
     assert consumer.stats.errors >= 1

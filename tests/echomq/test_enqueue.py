@@ -169,7 +169,7 @@ async def test_restart_between_calls_keeps_rows(own_server) -> None:  # type: ig
 
 async def test_version_fence_refuses_another_major(queue: AsyncQueue, raw: redis.Redis) -> None:
     raw.hset(f"emq:{{{queue.name}}}:meta", "protocol", "echomq:2.9.0")
-    with pytest.raises(ProtocolVersionError, match="echomq:2.9.0"):
+    with pytest.raises(ProtocolVersionError, match=r"echomq:2\.9\.0"):
         await queue.enqueue(jid(), b"x")
     assert keys_of(raw, queue.name) == {f"emq:{{{queue.name}}}:meta"}
 
