@@ -104,7 +104,7 @@ class QueueOptions:
     keep_dead_ms: int = 7 * 24 * 3_600_000
     max_attempts: int = 5
     batch: int = 1000
-    reap_batch: int = 200
+    reap_batch: int = 100
     fence: bool = True
 
     def __post_init__(self) -> None:

@@ -20,14 +20,14 @@ local keep = tonumber(ARGV[3])
 if not keep or keep < 0 then
   return redis.error_reply('EMQARG keep_ms must be a non-negative number')
 end
-local row = redis.call('HMGET', KEYS[2], 'state', 'attempts')
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane')
 local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
 if row[1] ~= 'active' or row[2] ~= ARGV[2] or not deadline or tonumber(deadline) < now then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
-release(KEYS[4], KEYS[2], ARGV[1])
+release(KEYS[4], row[3], ARGV[1])
 if keep == 0 then
   redis.call('DEL', KEYS[2])
 else

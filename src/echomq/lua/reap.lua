@@ -30,17 +30,17 @@ for i = 2, #ARGV do
   local deadline = redis.call('ZSCORE', KEYS[1], id)
   if deadline and tonumber(deadline) <= now then
     redis.call('ZREM', KEYS[1], id)
-    if redis.call('EXISTS', job) == 1 then
-      local failures = redis.call('HINCRBY', job, 'failures', 1)
-      redis.call('HSET', job, 'error', 'lease expired')
-      if failures >= (tonumber(redis.call('HGET', job, 'max')) or limit) then
-        redis.call('HSET', job, 'state', 'dead')
+    local row = redis.call('HMGET', job, 'state', 'failures', 'max', 'lane')
+    if row[1] then
+      local failures = (tonumber(row[2]) or 0) + 1
+      if failures >= (tonumber(row[3]) or limit) then
+        redis.call('HSET', job, 'state', 'dead', 'failures', failures, 'error', 'lease expired')
         redis.call('ZADD', KEYS[3], now, id)
-        release(KEYS[6], job, id)
+        release(KEYS[6], row[4], id)
         dead = dead + 1
       else
-        redis.call('HSET', job, 'state', 'pending')
-        pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, redis.call('HGET', job, 'lane'))
+        redis.call('HSET', job, 'state', 'pending', 'failures', failures, 'error', 'lease expired')
+        pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, row[4])
         requeued = requeued + 1
       end
     end

@@ -46,7 +46,7 @@ if ARGV[6] == 'fail' then
   if failures >= (tonumber(row[3]) or limit) then
     redis.call('HSET', KEYS[2], 'state', 'dead')
     redis.call('ZADD', KEYS[4], now, ARGV[1])
-    release(KEYS[5], KEYS[2], ARGV[1])
+    release(KEYS[5], row[5], ARGV[1])
     return 2
   end
 end
