@@ -1,19 +1,15 @@
 """A real local Valkey Cluster (primaries + replicas on loopback), for tests and for users.
 
-:class:`LocalCluster` starts ``primaries * (1 + replicas_per_primary)`` nodes of
-:class:`~echomq.server.EmbeddedValkey` in cluster mode on free 127.0.0.1 ports,
-joins them with plain cluster commands (``CLUSTER SET-CONFIG-EPOCH``,
-``ADDSLOTSRANGE``, ``MEET``, ``REPLICATE``: the same steps ``valkey-cli --cluster
-create`` takes, without its fixed one-second sleeps), and waits until every node
-says ``cluster_state:ok``, every node agrees on who serves every slot, and every
-replica has finished its initial sync. It stops every process it started, by
-process id, on :meth:`LocalCluster.stop`, on leaving a ``with`` block, or at exit.
+:class:`LocalCluster` starts ``primaries * (1 + replicas_per_primary)`` cluster-mode
+:class:`~echomq.server.EmbeddedValkey` nodes on free 127.0.0.1 ports, joins them with
+plain cluster commands (the steps of ``valkey-cli --cluster create``, without its
+fixed sleeps), and waits until every node says ``cluster_state:ok``, all agree on
+who serves every slot, and every replica is in sync. It stops every process it
+started, by process id, on :meth:`LocalCluster.stop`, at the end of a ``with``
+block, or at exit. Fault helpers (``kill_node``, ``pause_node``, ``failover``,
+``restart_node``, ``wait_healthy``) let tests break the cluster and wait for it to heal.
 
-Fault helpers (``kill_node``, ``pause_node``, ``failover``, ``restart_node``,
-``wait_healthy``) let tests break the cluster and wait for it to heal.
-
-``python -m echomq.local_cluster`` starts one and prints its seed nodes until
-Ctrl-C or SIGTERM.
+``python -m echomq.local_cluster`` runs one and prints its seed nodes until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -43,7 +39,8 @@ SLOTS = 16384
 _POLL = 0.05
 _Addr = tuple[str, int]
 # Replicas sync at once (the default waits 5 s for more replicas to share a diskless sync).
-_NODE_CONFIG = {"repl-diskless-sync-delay": "0"}
+# Announce the loopback address, so a node knows it before any MEET (a one-node cluster).
+_NODE_CONFIG = {"repl-diskless-sync-delay": "0", "cluster-announce-ip": "127.0.0.1"}
 
 
 class ClusterNode:
@@ -51,20 +48,10 @@ class ClusterNode:
 
     def __init__(self, server: EmbeddedValkey) -> None:
         self.server = server
+        self.host, self.port = server.host, server.port
+        self.address: _Addr = (self.host, self.port)
         self.node_id = ""
         self.paused = False
-
-    @property
-    def host(self) -> str:
-        return self.server.host
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return (self.host, self.port)
 
     @property
     def pid(self) -> int | None:
@@ -134,7 +121,7 @@ def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
         try:
             if check():
                 return
-        except (redis.RedisError, OSError) as exc:
+        except (redis.RedisError, OSError, LookupError) as exc:
             last = exc
         if time.monotonic() >= deadline:
             detail = f" (last error: {last!r})" if last else ""
@@ -166,7 +153,7 @@ class LocalCluster:
 
     # -- addresses ------------------------------------------------------------------------
     @property
-    def startup_nodes(self) -> list[tuple[str, int]]:
+    def startup_nodes(self) -> list[_Addr]:
         return [n.address for n in self.nodes]
 
     @property
@@ -177,8 +164,11 @@ class LocalCluster:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> LocalCluster:
+        """Start and join the nodes; wait until healthy. A LocalCluster runs once."""
         if self.nodes:
             return self
+        if any(self.base_dir.glob("node-*/nodes.conf")):
+            raise ValueError(f"{self.base_dir} already holds a cluster: give an empty directory")
         t0 = time.monotonic()
         if not self._atexit:
             atexit.register(self.stop)
@@ -228,7 +218,8 @@ class LocalCluster:
                     a.command("CLUSTER", "MEET", b.host, b.port)
         everyone = {n.node_id for n in self.nodes}
         _wait("every node knows every other",
-              lambda: all(self._known_ids(n) >= everyone for n in self.nodes),
+              lambda: all({f[0] for f in self._cluster_nodes(n) if "handshake" not in f[2]}
+                          >= everyone for n in self.nodes),
               deadline - time.monotonic())
         for i, node in enumerate(self.nodes[self.primaries:]):
             node.command("CLUSTER", "REPLICATE", prim[i % self.primaries].node_id)
@@ -263,26 +254,23 @@ class LocalCluster:
         self.stop()
 
     # -- views ----------------------------------------------------------------------------
-    def _by_address(self, host: str, port: int) -> ClusterNode:
+    def _find(self, match: Callable[[ClusterNode], bool], what: str) -> ClusterNode:
         for node in self.nodes:
-            if node.port == port and node.host == host:
+            if match(node):
                 return node
-        raise LookupError(f"no node of this cluster at {host}:{port}")
+        raise LookupError(f"no node of this cluster is {what}")
+
+    def _by_address(self, host: str, port: int) -> ClusterNode:
+        return self._find(lambda n: n.address == (host, port), f"at {host}:{port}")
 
     def _by_id(self, node_id: str) -> ClusterNode:
-        for node in self.nodes:
-            if node.node_id == node_id:
-                return node
-        raise LookupError(f"no node of this cluster has id {node_id}")
+        return self._find(lambda n: n.node_id == node_id, f"{node_id}")
 
     @staticmethod
     def _cluster_nodes(node: ClusterNode) -> list[list[str]]:
         """``CLUSTER NODES`` of ``node``, one split line per node it knows."""
         return [line.split() for line in _text(node.command("CLUSTER", "NODES")).splitlines()
                 if line.strip()]
-
-    def _known_ids(self, node: ClusterNode) -> set[str]:
-        return {f[0] for f in self._cluster_nodes(node) if "handshake" not in f[2]}
 
     @staticmethod
     def _slot_map(node: ClusterNode) -> list[tuple[int, int, _Addr, list[_Addr]]]:
@@ -303,7 +291,8 @@ class LocalCluster:
         return live[0]
 
     def primary_for_slot(self, slot: int) -> ClusterNode:
-        """The node that a live node's ``CLUSTER SLOTS`` names as the primary of ``slot``."""
+        """The node that a live node's ``CLUSTER SLOTS`` names as the primary of ``slot``
+        (after a fault, call :meth:`wait_healthy` first for a settled answer)."""
         for lo, hi, primary, _ in self._slot_map(self._seed()):
             if lo <= slot <= hi:
                 return self._by_address(*primary)
@@ -324,34 +313,30 @@ class LocalCluster:
             raise LookupError(f"{primary} has no replica")
         return replicas[0]
 
-    @property
-    def primaries_now(self) -> list[ClusterNode]:
-        return [n for n in self._live() if n.role == "primary"]
-
-    @property
-    def replicas_now(self) -> list[ClusterNode]:
-        return [n for n in self._live() if n.role == "replica"]
-
     # -- health ---------------------------------------------------------------------------
     def _healthy(self, replicas_per_primary: int | None) -> bool:
         live = self._live()
-        roles = {n.port: n.command("ROLE") for n in live}
-        masters = {n.address for n in live if _text(roles[n.port][0]) == "master"}
-        live_ids = {n.node_id for n in live}
+        roles = {n.node_id: n.command("ROLE") for n in live}
+        # The truth, from each live node itself: its primary's id ("-" for a primary).
+        truth: dict[str, str] = {}
         for node in live:
-            # Every live node sees every other live node as up and connected.
+            role = roles[node.node_id]
+            if _text(role[0]) == "master":
+                truth[node.node_id] = "-"
+                continue
+            upstream = self._by_address(_text(role[1]), int(role[2]))
+            if upstream.live and _text(role[3]) != "connected":
+                return False  # a replica of a live primary is still syncing
+            truth[node.node_id] = upstream.node_id
+        masters = {n.address for n in live if truth[n.node_id] == "-"}
+        for node in live:
+            if "cluster_state:ok" not in _text(node.command("CLUSTER", "INFO")):
+                return False
+            # This node sees every live node up, connected, and in its true role.
             for f in self._cluster_nodes(node):
-                if f[0] in live_ids and (f[7] != "connected" or {"fail", "fail?", "handshake"}
-                                         & set(f[2].split(","))):
+                if f[0] in truth and (f[7] != "connected" or f[3] != truth[f[0]]
+                                      or {"fail", "fail?", "handshake"} & set(f[2].split(","))):
                     return False
-            info = _text(node.command("CLUSTER", "INFO"))
-            if "cluster_state:ok" not in info:
-                return False
-            role = roles[node.port]
-            # A replica of a live primary must have finished its sync ("connected").
-            if _text(role[0]) == "slave" and (_text(role[1]), int(role[2])) in masters \
-                    and _text(role[3]) != "connected":
-                return False
             covered = 0
             for lo, hi, primary, replicas in self._slot_map(node):
                 if primary not in masters:
@@ -432,14 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     with LocalCluster(args.primaries, args.replicas, args.node_timeout_ms, args.dir) as cluster:
-        print(f"local Valkey cluster up in {cluster.startup_seconds:.2f}s "
-              f"(data in {cluster.base_dir})")
+        print(f"local Valkey cluster up in {cluster.startup_seconds:.2f}s ({cluster.base_dir})")
         for node in cluster.nodes:
             print(f"  {node.host}:{node.port}  {node.role:<8} pid={node.pid} id={node.node_id}")
         print(f"seed: {cluster.url}")
         print("startup nodes: " + ",".join(f"{h}:{p}" for h, p in cluster.startup_nodes))
         print("Ctrl-C or SIGTERM stops it.", flush=True)
-        while not done.wait(0.5):
+        while not done.wait(0.5):  # short waits: the signal handler runs between them
             pass
         print("stopping...", flush=True)
     return 0
