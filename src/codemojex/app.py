@@ -1,0 +1,100 @@
+"""The composition root: one ``one_for_one`` supervision tree for the game (seed 003).
+
+The children list reads as the dependency order (each child only produces work
+for children started before it, so nothing is produced before its consumer runs):
+
+1. ``cache``   the cache tier, itself a ``rest_for_one`` tree (directory, games, emoji_sets)
+2. ``notify``  drains ``cm.notify`` (beat 50 ms, lease 15 s)
+3. ``score``   drains ``cm`` (beat 100 ms, lease 10 s); produces notifications
+4. ``settle``  drains ``cm-settle`` (beat 100 ms, lease 10 s); opens and settles rounds
+5. ``relay``   admits charged-but-unadmitted guesses onto ``cm``
+
+A child that dies is restarted alone (a consumer restarts as a new ``Consumer``;
+the jobs it held come back when their leases expire). Stop with :meth:`App.stop`
+or run it with :func:`echomq.supervisor.run_until_signal`.
+"""
+
+from __future__ import annotations
+
+from codemojex.cache import CacheTier
+from codemojex.service.context import Services
+from codemojex.service.relay import Relay
+from codemojex.workers import notify, score_worker, settle
+from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
+from codemojex.workers.score_worker import ScoreWorker
+from codemojex.workers.settle import SettleWorker
+from echomq import AsyncQueue
+from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+from echomq.supervisor import ChildSpec, Supervisor
+
+__all__ = ["App", "ConsumerChild"]
+
+
+class ConsumerChild:
+    """A supervised consumer: every start is a fresh :class:`Consumer`; stats add up."""
+
+    def __init__(self, queue: AsyncQueue, handler: Handler, options: ConsumerOptions) -> None:
+        self.queue = queue
+        self.handler = handler
+        self.options = options
+        self.current: Consumer | None = None
+        self.past = ConsumerStats()
+
+    async def run(self) -> None:
+        if self.current is not None:
+            for name in ConsumerStats.__slots__:
+                setattr(self.past, name, getattr(self.past, name) + getattr(self.current.stats, name))
+        self.current = Consumer(self.queue, self.handler, options=self.options)
+        await self.current.run()
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+
+    def spec(self, name: str) -> ChildSpec:
+        return ChildSpec(name, self.run, stop=self.stop, shutdown_s=self.options.grace_s + 1)
+
+
+class App:
+    """The game's tree over ``services``. ``delivery`` defaults to a quiet console."""
+
+    def __init__(self, services: Services, *, delivery: Delivery | None = None,
+                 relay_interval_s: float = 0.5, relay_min_age_ms: int = 2000) -> None:
+        if services.cache is None:
+            services.cache = CacheTier(services.connector)
+        self.services = services
+        self.cache = services.cache
+        self.delivery = delivery or ConsoleDelivery(write=None)
+        self.scorer = ScoreWorker(services)
+        self.settler = SettleWorker(services)
+        self.notifier = NotifyWorker(self.delivery)
+        self.relay = Relay(services, interval_s=relay_interval_s, min_age_ms=relay_min_age_ms)
+        self.consumers = {
+            "notify": ConsumerChild(services.notifications, self.notifier.handle, notify.OPTIONS),
+            "score": ConsumerChild(services.scores, self.scorer.handle, score_worker.OPTIONS),
+            "settle": ConsumerChild(services.settlements, self.settler.handle, settle.OPTIONS),
+        }
+        cache_tree = self.cache.supervisor()
+        self.supervisor = Supervisor(
+            [
+                ChildSpec("cache", cache_tree.run, stop=cache_tree.stop, shutdown_s=5.0),
+                self.consumers["notify"].spec("notify"),
+                self.consumers["score"].spec("score"),
+                self.consumers["settle"].spec("settle"),
+                ChildSpec("relay", self.relay.run, stop=self.relay.stop, shutdown_s=5.0),
+            ],
+            strategy="one_for_one",
+            name="codemojex",
+        )
+
+    async def run(self) -> None:
+        """Run the tree until :meth:`stop`."""
+        await self.supervisor.run()
+
+    def stop(self) -> None:
+        self.supervisor.stop()
+
+    @property
+    def children(self) -> list[str]:
+        return [c.name for c in self.supervisor.children]
+

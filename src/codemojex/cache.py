@@ -1,0 +1,162 @@
+"""The cache tier: the game and emoji-set tables in Valkey (seed 003, seed 002 §2).
+
+* **Best effort.** :meth:`CacheTable.put` never raises and never waits: it queues
+  the value for the table's writer task and returns. A Valkey error, a full
+  queue or a table that is restarting drops the write (counted in ``dropped``);
+  the writer of a game or a set never fails because of the cache. Readers
+  (:meth:`CacheTable.get`) answer None when the cache cannot.
+* **Whole values.** Each value is a hash built in a shadow key
+  ``cm:cache:{<table>:<key>}:shadow:<token>`` and swapped in with one ``RENAME``
+  onto ``cm:cache:{<table>:<key>}``. Both keys share one hash tag, so the rename
+  is legal on a cluster, and a reader sees the old complete value or the new
+  complete value, never a mix. The shadow carries the entry's TTL (``RENAME``
+  keeps it), so a writer that dies before the swap leaks nothing for long, and
+  a unique token per write keeps concurrent writers of one key apart.
+* **Supervision.** :meth:`CacheTier.supervisor` is a ``rest_for_one`` tree: the
+  directory first, then the two tables. A directory restart restarts the tables
+  after it, and they register again, so no table points at a dead directory.
+* A round's secret enters the cache only once the round is settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Mapping
+
+from codemojex.domain.emoji import EmojiSet
+from codemojex.wallet import Round
+from echomq import AsyncConnector
+from echomq.supervisor import ChildSpec, Supervisor
+
+__all__ = ["DIRECTORY_KEY", "CacheTable", "CacheTier", "Directory"]
+
+log = logging.getLogger("codemojex.cache")
+
+DIRECTORY_KEY = "cm:cache:directory"
+DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth
+
+
+class Directory:
+    """Knows which tables are live. Each :meth:`run` is a new generation; tables
+    register with the current one (in memory and in ``cm:cache:directory``)."""
+
+    def __init__(self, connector: AsyncConnector) -> None:
+        self.connector = connector
+        self.generation = 0
+        self.tables: dict[str, int] = {}
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        self._stop.clear()
+        self.generation += 1
+        self.tables.clear()
+        await self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def register(self, name: str) -> None:
+        self.tables[name] = self.generation
+        with contextlib.suppress(Exception):  # best effort: the in-memory registry is authoritative
+            await self.connector.command("HSET", DIRECTORY_KEY, name, str(self.generation))
+
+
+class CacheTable:
+    """One table: ``put`` queues a whole value, the :meth:`run` task writes it."""
+
+    def __init__(self, name: str, directory: Directory, *, ttl_s: int = DEFAULT_TTL_S,
+                 max_queued: int = 10_000) -> None:
+        self.name = name
+        self.directory = directory
+        self.ttl_s = ttl_s
+        self.written = 0
+        self.dropped = 0
+        self._queue: asyncio.Queue[tuple[str, dict[str, str]]] = asyncio.Queue(max_queued)
+        self.running = False
+
+    def key(self, key: str) -> str:
+        return f"cm:cache:{{{self.name}:{key}}}"
+
+    def put(self, key: str, fields: Mapping[str, object]) -> None:
+        """Queue ``fields`` as the whole new value of ``key``. Never raises, never waits."""
+        try:
+            if "{" in key or "}" in key or not fields:
+                raise ValueError(f"bad cache key or empty value: {key!r}")
+            self._queue.put_nowait((key, {str(k): str(v) for k, v in fields.items()}))
+        except Exception as exc:
+            self.dropped += 1
+            log.debug("cache %s: dropped a write of %r (%r)", self.name, key, exc)
+
+    async def write(self, key: str, fields: Mapping[str, str]) -> bool:
+        """Replace the whole value of ``key`` now (shadow + one RENAME); False on any failure."""
+        live = self.key(key)
+        shadow = f"{live}:shadow:{secrets.token_hex(8)}"
+        try:
+            pipe = self.directory.connector.client.pipeline(transaction=False)
+            pipe.hset(shadow, mapping=dict(fields))
+            pipe.expire(shadow, self.ttl_s)
+            pipe.rename(shadow, live)
+            await pipe.execute()
+        except Exception as exc:
+            self.dropped += 1
+            log.debug("cache %s: write of %r failed (%r)", self.name, key, exc)
+            return False
+        self.written += 1
+        return True
+
+    async def get(self, key: str) -> dict[str, str] | None:
+        """The whole value of ``key``, or None if absent or the cache cannot answer."""
+        try:
+            row = await self.directory.connector.command("HGETALL", self.key(key))
+        except Exception:
+            return None
+        if not row:
+            return None
+        return {k.decode(): v.decode() for k, v in row.items()}
+
+    async def run(self) -> None:
+        await self.directory.register(self.name)
+        self.running = True
+        try:
+            while True:
+                key, fields = await self._queue.get()
+                await self.write(key, fields)
+        finally:
+            self.running = False
+
+
+class CacheTier:
+    """The directory and the ``games`` and ``emoji_sets`` tables."""
+
+    def __init__(self, connector: AsyncConnector) -> None:
+        self.directory = Directory(connector)
+        self.games = CacheTable("games", self.directory)
+        self.emoji_sets = CacheTable("emoji_sets", self.directory)
+
+    def supervisor(self) -> Supervisor:
+        return Supervisor(
+            [
+                ChildSpec("directory", self.directory.run, stop=self.directory.stop, shutdown_s=1.0),
+                ChildSpec("games", self.games.run, shutdown_s=1.0),
+                ChildSpec("emoji_sets", self.emoji_sets.run, shutdown_s=1.0),
+            ],
+            strategy="rest_for_one",
+            name="cache",
+        )
+
+    def put_round(self, rnd: Round) -> None:
+        fields: dict[str, object] = {
+            "id": rnd.id, "emoji_set": rnd.emoji_set, "opens_at": rnd.opens_at.isoformat(),
+            "closes_at": rnd.closes_at.isoformat(), "state": rnd.state, "price": rnd.guess_price,
+            "pot": rnd.pot,
+        }
+        if rnd.state == "settled":
+            fields["secret"] = " ".join(rnd.secret)
+        self.games.put(rnd.id, fields)
+
+    def put_emoji_set(self, emoji_set: EmojiSet) -> None:
+        self.emoji_sets.put(emoji_set.id, {"id": emoji_set.id, "name": emoji_set.name,
+                                           "emojis": " ".join(emoji_set.emojis)})

@@ -1,0 +1,205 @@
+"""The main job's game: simulated players against the real service (``codemojex play``).
+
+Everything below goes through the real paths: players call
+:func:`codemojex.service.submit`; the real consumers under the app's supervision
+tree score, settle and notify; rounds open and close by delayed jobs. This module
+only drives players, shows progress, and reads the books afterwards
+(:mod:`codemojex.report`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from psycopg_pool import AsyncConnectionPool
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from codemojex.app import App
+from codemojex.domain.emoji import default_set
+from codemojex.errors import ConfigurationError, Reason
+from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule, submit
+from codemojex.wallet import ensure_player, get_round, grant_start
+
+__all__ = ["PlayOptions", "Tally", "run_players", "wait_for"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlayOptions:
+    players: int = 300
+    guesses: int = 5  # per player per round
+    rounds: int = 3
+    round_s: float = 8.0
+    price: int = 10
+    emoji_set: str = "classic"
+    broke_share: float = 0.1  # players who can afford only part of their guesses
+
+    def __post_init__(self) -> None:
+        if self.players < 1 or self.guesses < 1 or self.rounds < 1 or self.round_s <= 0:
+            raise ConfigurationError("players, guesses and rounds must be >= 1, round_s > 0")
+
+
+@dataclass(slots=True)
+class Tally:
+    admitted: int = 0
+    queued_late: int = 0  # admitted by the relay rather than by submit
+    rejected: Counter[Reason] = field(default_factory=Counter)
+    submit_s: float = 0.0  # wall time spent in submission phases
+    run_tag: str = ""
+    player_ids: list[str] = field(default_factory=list)
+    round_ids: list[str] = field(default_factory=list)
+    series: str = ""
+
+    @property
+    def submitted(self) -> int:
+        return self.admitted + sum(self.rejected.values())
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], *, timeout_s: float, every_s: float = 0.05,
+                   what: str = "condition") -> None:
+    """Poll ``check`` until it is true; TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(every_s)
+
+
+async def _make_players(pool: AsyncConnectionPool, opts: PlayOptions, tag: str) -> list[str]:
+    full = opts.price * opts.guesses * opts.rounds
+    rng = random.Random(tag)
+
+    async def one(i: int) -> str:
+        pid = f"sim-{tag}-{i:04d}"
+        await ensure_player(pool, pid, name=f"player {i}")
+        coins = full if rng.random() >= opts.broke_share else opts.price * rng.randint(1, full // opts.price)
+        await grant_start(pool, pid, coins)
+        return pid
+
+    sem = asyncio.Semaphore(16)
+
+    async def bounded(i: int) -> str:
+        async with sem:
+            return await one(i)
+
+    return list(await asyncio.gather(*(bounded(i) for i in range(opts.players))))
+
+
+def _typed(guess: list[str], rng: random.Random) -> str:
+    """A guess the way people type it: spaced, comma-separated or run together."""
+    return rng.choice((" ", "", ", ")).join(guess)
+
+
+async def run_players(services: Services, rid: str, players: list[str], guesses: int, tally: Tally,
+                      on_submit: Callable[[], None] | None = None) -> None:
+    """Every player submits ``guesses`` guesses to round ``rid``, all players concurrently."""
+    rnd = await get_round(services.pool, rid)
+    assert rnd is not None
+    emoji_set = default_set(rnd.emoji_set)
+    assert emoji_set is not None
+
+    async def player(pid: str) -> None:
+        rng = random.Random(f"{pid}:{rid}")
+        for _ in range(guesses):
+            guess = [rng.choice(emoji_set.emojis) for _ in range(6)]
+            outcome = await submit(services, rid, pid, _typed(guess, rng))
+            if isinstance(outcome, Admitted):
+                tally.admitted += 1
+                tally.queued_late += not outcome.queued
+            else:
+                tally.rejected[outcome] += 1
+                if outcome in (Reason.CLOSED, Reason.EXPIRED, Reason.INSUFFICIENT):
+                    if on_submit:
+                        on_submit()
+                    break
+            if on_submit:
+                on_submit()
+
+    started = time.monotonic()
+    await asyncio.gather(*(player(p) for p in players))
+    tally.submit_s += time.monotonic() - started
+
+
+async def _count(pool: AsyncConnectionPool, sql: str, args: tuple[object, ...]) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql, args)
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def play(services: Services, opts: PlayOptions, console: Console) -> tuple[App, Tally]:
+    """Run the game: players, rounds, consumers. Returns once every round is settled
+    and every notification delivered (the app is stopped)."""
+    tally = Tally(run_tag=secrets.token_hex(3))
+    console.print(f"[bold]codemojex[/] run {tally.run_tag}: {opts.players} players, "
+                  f"{opts.guesses} guesses each per round, {opts.rounds} rounds of {opts.round_s:g}s")
+    tally.player_ids = await _make_players(services.pool, opts, tally.run_tag)
+    app = App(services)
+    tree = asyncio.create_task(app.run())
+    try:
+        plan = RoundPlan(count=opts.rounds, duration_ms=int(opts.round_s * 1000), price=opts.price,
+                         emoji_set=opts.emoji_set)
+        tally.series = await schedule(services, plan)
+        tally.round_ids = [round_id(tally.series, i) for i in range(opts.rounds)]
+        await _drive(services, opts, tally, console)
+    finally:
+        app.stop()
+        await tree
+    return app, tally
+
+
+async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: Console) -> None:
+    rids = tally.round_ids
+    total = opts.players * opts.guesses * opts.rounds
+    columns = (TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bars:
+        t_sub = bars.add_task("guesses submitted", total=total)
+        t_score = bars.add_task("guesses scored", total=0)
+        t_round = bars.add_task("rounds settled", total=opts.rounds)
+
+        async def refresh() -> None:
+            while True:
+                scored = await _count(services.pool, "SELECT count(*) FROM guesses WHERE round_id = ANY(%s)"
+                                      " AND score IS NOT NULL", (rids,))
+                settled = await _count(services.pool, "SELECT count(*) FROM rounds WHERE id = ANY(%s)"
+                                       " AND state = 'settled'", (rids,))
+                bars.update(t_sub, completed=tally.submitted)
+                bars.update(t_score, completed=scored, total=max(tally.admitted, scored))
+                bars.update(t_round, completed=settled)
+                await asyncio.sleep(0.2)
+
+        ticker = asyncio.create_task(refresh())
+        try:
+            for rid in rids:
+                async def is_open(rid: str = rid) -> bool:
+                    rnd = await get_round(services.pool, rid)
+                    return rnd is not None and rnd.state == "open"
+
+                await wait_for(is_open, timeout_s=opts.round_s + 30, what=f"round {rid} to open")
+                await run_players(services, rid, tally.player_ids, opts.guesses, tally)
+
+            async def all_settled() -> bool:
+                return await _count(services.pool, "SELECT count(*) FROM rounds WHERE id = ANY(%s)"
+                                    " AND state = 'settled'", (rids,)) == len(rids)
+
+            await wait_for(all_settled, timeout_s=opts.round_s + 120, every_s=0.1, what="settlement")
+
+            async def drained() -> bool:
+                s = await services.notifications.stats()
+                return s.pending + s.active + s.delayed == 0
+
+            await wait_for(drained, timeout_s=60, every_s=0.1, what="notifications")
+        finally:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+        bars.update(t_sub, completed=tally.submitted, total=tally.submitted)
+        scored = await _count(services.pool, "SELECT count(*) FROM guesses WHERE round_id = ANY(%s)"
+                              " AND score IS NOT NULL", (rids,))
+        bars.update(t_score, completed=scored, total=max(scored, tally.admitted))
+        bars.update(t_round, completed=len(rids))

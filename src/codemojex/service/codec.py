@@ -1,0 +1,166 @@
+"""Job payloads and derived ids. Pure.
+
+Payloads are compact JSON (UTF-8 bytes), never pickle: a payload is data from the
+queue, and decoding it must not run code. Every decoder checks shapes and raises
+:class:`BadPayload` (a ValueError) for anything it did not write.
+
+Derived ids. A job whose *effect* must happen once however often its cause is
+delivered (a notification per score, the close job of a round) gets an id derived
+from that cause, so a re-run is refused by the queue as a duplicate:
+
+    derive_id(kind, purpose, source) = kind + base32(ts48 << 80 | h80)
+
+where ``ts48`` is the source id's own millisecond timestamp when the source is a
+branded id (so derived ids still sort by time) and 0 otherwise, and ``h80`` is the
+first 80 bits of ``sha256(purpose + "\\0" + source)``. The result is a valid branded
+id (26 Crockford base32 characters, 128 bits, so the first tail character is 0-7);
+80 hashed bits make a collision between two different causes negligible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from echomq import ids
+
+__all__ = [
+    "BadPayload",
+    "CloseRound",
+    "GuessJob",
+    "Note",
+    "OpenRound",
+    "decode_guess",
+    "decode_note",
+    "decode_round_job",
+    "derive_id",
+    "encode",
+]
+
+_RANDOM_BITS = 80
+
+
+class BadPayload(ValueError):
+    """A payload this module did not write (or a newer, unknown version)."""
+
+
+def derive_id(kind: str, purpose: str, source: str) -> str:
+    """A branded id determined by ``(purpose, source)``: same inputs, same id."""
+    ts = ids.timestamp_ms(source) if ids.valid(source) else 0
+    digest = hashlib.sha256(f"{purpose}\0{source}".encode("utf-8", "surrogatepass")).digest()
+    value = (ts << _RANDOM_BITS) | int.from_bytes(digest[:10], "big")
+    tail = []
+    for _ in range(ids.TAIL_LENGTH):
+        tail.append(ids.ALPHABET[value & 31])
+        value >>= 5
+    out = kind + "".join(reversed(tail))
+    assert ids.valid(out), out
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GuessJob:
+    """A charged guess on queue ``cm``: the job id is the guess id."""
+
+    round_id: str
+    player: str
+    emojis: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRound:
+    """Open round ``round_id`` of ``series`` (number ``index`` of ``count``) on ``cm-settle``."""
+
+    series: str
+    round_id: str
+    index: int
+    count: int
+    duration_ms: int
+    gap_ms: int
+    price: int
+    emoji_set: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRound:
+    """Close and settle ``round_id`` on ``cm-settle`` (due at its closing time)."""
+
+    round_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A notification for ``player`` on ``cm.notify``: ``kind`` is ``score`` or ``payout``."""
+
+    kind: str
+    player: str
+    round_id: str
+    text: str
+    amount: int = 0
+
+
+def encode(value: GuessJob | OpenRound | CloseRound | Note) -> bytes:
+    """The payload bytes of ``value`` (compact JSON, versioned)."""
+    body: dict[str, Any]
+    if isinstance(value, GuessJob):
+        body = {"t": "guess", "r": value.round_id, "p": value.player, "e": list(value.emojis)}
+    elif isinstance(value, OpenRound):
+        body = {"t": "open", "s": value.series, "r": value.round_id, "i": value.index,
+                "n": value.count, "d": value.duration_ms, "g": value.gap_ms, "c": value.price,
+                "set": value.emoji_set}
+    elif isinstance(value, CloseRound):
+        body = {"t": "close", "r": value.round_id}
+    else:
+        body = {"t": "note", "k": value.kind, "p": value.player, "r": value.round_id,
+                "x": value.text, "a": value.amount}
+    body["v"] = 1
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _load(data: bytes, kind: str | Sequence[str]) -> dict[str, Any]:
+    try:
+        body = json.loads(data)
+    except (ValueError, TypeError) as exc:
+        raise BadPayload(f"not JSON: {exc}") from None
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    if not isinstance(body, dict) or body.get("v") != 1 or body.get("t") not in kinds:
+        raise BadPayload(f"not a v1 {'/'.join(kinds)} payload")
+    return body
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise BadPayload(f"field {key!r} must be a string")
+    return value
+
+
+def _int(body: dict[str, Any], key: str) -> int:
+    value = body.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadPayload(f"field {key!r} must be an integer")
+    return value
+
+
+def decode_guess(data: bytes) -> GuessJob:
+    body = _load(data, "guess")
+    emojis = body.get("e")
+    if not isinstance(emojis, list) or not all(isinstance(e, str) for e in emojis):
+        raise BadPayload("field 'e' must be a list of strings")
+    return GuessJob(_str(body, "r"), _str(body, "p"), tuple(emojis))
+
+
+def decode_round_job(data: bytes) -> OpenRound | CloseRound:
+    body = _load(data, ("open", "close"))
+    if body["t"] == "close":
+        return CloseRound(_str(body, "r"))
+    return OpenRound(_str(body, "s"), _str(body, "r"), _int(body, "i"), _int(body, "n"),
+                     _int(body, "d"), _int(body, "g"), _int(body, "c"), _str(body, "set"))
+
+
+def decode_note(data: bytes) -> Note:
+    body = _load(data, "note")
+    return Note(_str(body, "k"), _str(body, "p"), _str(body, "r"), _str(body, "x"), _int(body, "a"))

@@ -1,0 +1,35 @@
+"""What the service layer runs against: the PostgreSQL pool, the Valkey connector,
+the game's queues and (optionally) the cache tier. Built once by the composition
+root (:mod:`codemojex.app`) and handed to every service and worker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from psycopg_pool import AsyncConnectionPool
+
+from echomq import AsyncConnector, AsyncQueue
+
+if TYPE_CHECKING:
+    from codemojex.cache import CacheTier
+
+__all__ = ["NOTIFY_QUEUE", "SCORE_QUEUE", "SETTLE_QUEUE", "Services"]
+
+SCORE_QUEUE = "cm"  # one lane per player; scoring (seed 003: beat 100 ms, lease 10 s)
+SETTLE_QUEUE = "cm-settle"  # round open/close jobs, delayed to their time (100 ms / 10 s)
+NOTIFY_QUEUE = "cm.notify"  # notifications to players (50 ms / 15 s)
+
+
+class Services:
+    """The game's handles. Cheap to hold; owns nothing (the caller closes pool and connector)."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool, connector: AsyncConnector, *, cache: CacheTier | None = None
+    ) -> None:
+        self.pool = pool
+        self.connector = connector
+        self.cache = cache
+        self.scores = AsyncQueue(connector, SCORE_QUEUE)
+        self.settlements = AsyncQueue(connector, SETTLE_QUEUE)
+        self.notifications = AsyncQueue(connector, NOTIFY_QUEUE)

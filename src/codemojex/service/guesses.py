@@ -1,0 +1,150 @@
+"""``submit``: the validate-then-admit door of a guess (seed 000 §1).
+
+Guarantees:
+
+* For **any** arguments (any types, random bytes, invalid UTF-8, huge strings,
+  other players' or rounds' ids) :func:`submit` returns either :class:`Admitted`
+  or exactly one :class:`~codemojex.errors.Reason`; it raises only when a server
+  (PostgreSQL) fails, never because of its input.
+* A rejection mints nothing and charges nothing: no guess row, no ledger row,
+  no job. (An unknown player has no wallet, so it is refused as ``insufficient``.)
+* On success, in order: the player's locked positions are overlaid
+  (``Locks.merge``); a ``JOB`` id is minted; one PostgreSQL transaction charges
+  the wallet and records the guess under that id (``FOR UPDATE``, check, debit,
+  ledger pair, guess row); then the guess is admitted onto the player's serial
+  lane of queue ``cm`` and marked admitted.
+* Once the charge has committed the guess is accepted: if the admission fails or
+  the process dies before it, the relay (:mod:`codemojex.service.relay`) admits
+  it later under the same id. ``Admitted.queued`` says whether this call did.
+
+Rejection order (first that applies): ``no_round``, ``closed`` (not open, or
+not yet opened), ``expired`` (past its closing time), ``bad_guess``,
+``insufficient``. The charge re-checks the round on the database clock, so a
+round that closes between the check and the charge is still refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from codemojex.domain import BadGuess, Guess, merge, parse_guess, validate_guess
+from codemojex.domain.emoji import default_set
+from codemojex.errors import Reason
+from codemojex.service.codec import GuessJob, encode
+from codemojex.service.context import Services
+from codemojex.wallet import (
+    Charged,
+    Insufficient,
+    RoundRefused,
+    charge_guess,
+    get_round,
+    locked_positions,
+    mark_admitted,
+)
+from echomq import ids
+
+__all__ = ["MAX_ID_LENGTH", "Admitted", "clean_id", "submit"]
+
+log = logging.getLogger("codemojex.guesses")
+
+MAX_ID_LENGTH = 128  # player and round ids are short tokens; anything longer is not one of ours
+MAX_GUESS_BYTES = 4096  # six emojis (even ZWJ families) fit many times over
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The guess was charged and accepted as job ``job_id`` (its guess id).
+
+    ``guess`` is what was charged (locks overlaid); ``balance`` the player's new
+    balance; ``queued`` False if the admission onto ``cm`` is left to the relay.
+    """
+
+    job_id: str
+    guess: Guess
+    balance: int
+    queued: bool = True
+
+
+def clean_id(value: object) -> str | None:
+    """``value`` if it can be an id stored in PostgreSQL and used as a lane, else None."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH:
+        return None
+    if "\x00" in value or not value.isprintable() or value != value.strip():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+    return value
+
+
+def _parse(raw: object, round_set: str) -> Guess | BadGuess:
+    emoji_set = default_set(round_set)
+    if emoji_set is None:
+        return BadGuess(f"unknown emoji set {round_set!r}")
+    if isinstance(raw, bytes | bytearray | memoryview):
+        data = bytes(raw)
+        if len(data) > MAX_GUESS_BYTES:
+            return BadGuess("a guess is too long")
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return BadGuess("a guess is UTF-8 text")
+    if isinstance(raw, str):
+        return parse_guess(raw, emoji_set)
+    if isinstance(raw, Sequence) and len(raw) <= 64 and all(isinstance(e, str) for e in raw):
+        return validate_guess(list(raw), emoji_set)
+    return BadGuess("a guess is text or a sequence of emojis")
+
+
+async def submit(services: Services, round_id: object, player: object, guess: object) -> Admitted | Reason:
+    """Turn an untrusted guess into an admitted job or one closed error (see module doc)."""
+    rid = clean_id(round_id)
+    rnd = None if rid is None else await get_round(services.pool, rid)
+    if rid is None or rnd is None:
+        return Reason.NO_ROUND
+    now = datetime.now(UTC)
+    if rnd.state != "open" or now < rnd.opens_at:
+        return Reason.CLOSED
+    if now >= rnd.closes_at:
+        return Reason.EXPIRED
+    parsed = _parse(guess, rnd.emoji_set)
+    if isinstance(parsed, BadGuess):
+        return Reason.BAD_GUESS
+    pid = clean_id(player)
+    if pid is None:
+        return Reason.INSUFFICIENT  # no such wallet: nothing to charge
+    emojis = merge(await locked_positions(services.pool, rid, pid), parsed)
+    # The success branch: mint the id at acceptance; it is the guess row's key, the
+    # charge's ledger ref and the job id, so every later retry is idempotent.
+    job_id = ids.generate("JOB")
+    charged = await charge_guess(services.pool, pid, rid, job_id, emojis)
+    if isinstance(charged, RoundRefused):
+        return charged.reason
+    if isinstance(charged, Insufficient):
+        return Reason.INSUFFICIENT
+    if not isinstance(charged, Charged):  # UnknownPlayer (AlreadyCharged cannot happen: fresh id)
+        return Reason.INSUFFICIENT
+    queued = await admit_guess(services, job_id, GuessJob(rid, pid, emojis))
+    return Admitted(job_id, emojis, charged.balance, queued)
+
+
+async def admit_guess(services: Services, job_id: str, job: GuessJob) -> bool:
+    """Admit a charged guess onto its player's serial lane and mark it admitted.
+
+    Idempotent (the id is the job key: a second admission is a DUPLICATE). Returns
+    False, leaving the guess to the relay, if Valkey or the marking fails.
+    """
+    try:
+        await services.scores.admit(job_id, encode(job), lane=job.player, serial=True)
+    except Exception as exc:  # the charge stands; the relay admits it later
+        log.warning("guess %s charged but not admitted (%r); left to the relay", job_id, exc)
+        return False
+    try:
+        await mark_admitted(services.pool, [job_id])
+    except Exception as exc:
+        log.warning("guess %s admitted but not marked (%r); the relay will mark it", job_id, exc)
+    return True

@@ -1,0 +1,154 @@
+"""Rounds on schedule: delayed jobs on ``cm-settle`` open and close them, one after another.
+
+A *series* is ``count`` rounds of ``duration_ms`` each, ``gap_ms`` apart. Every id
+in it is derived (:func:`codemojex.service.codec.derive_id`) from the series id,
+so every step is idempotent under re-delivery:
+
+* ``schedule`` admits the open job of round 0.
+* The open job of round *i* creates the round (``create_round`` keeps the first
+  secret if it runs twice), writes it to the cache tier (best effort), admits the
+  round's close job delayed to its closing time, and the open job of round *i+1*
+  delayed to that time plus the gap. Both ids are derived, so a re-run admits
+  nothing new (DUPLICATE).
+* The close job (:func:`close_and_settle`) takes the one-shot ``SET NX`` on
+  ``cm:<round>:closed`` (it records who closed the round first; a re-run finds it
+  taken and carries on, because the work is idempotent), closes the round in
+  PostgreSQL (no charge can land after that commit), and settles it once every
+  charged guess is scored: the pure sealed pass pays each winner once
+  (``payout:<round>:<player>`` is a unique ledger ref), so any number of runs,
+  sequential or concurrent, pay identically and once. Each payout gets a
+  notification with a derived id.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from codemojex.domain import draw_secret
+from codemojex.domain.emoji import default_set
+from codemojex.domain.payouts import Payout
+from codemojex.errors import ConfigurationError
+from codemojex.service.codec import CloseRound, Note, OpenRound, derive_id, encode
+from codemojex.service.context import Services
+from codemojex.wallet import NotReady, Round, close_round, create_round, get_round, settle_round
+from echomq import ids
+
+__all__ = [
+    "CLOSED_TTL_S",
+    "RoundPlan",
+    "close_and_settle",
+    "closed_key",
+    "open_round",
+    "round_id",
+    "schedule",
+]
+
+log = logging.getLogger("codemojex.rounds")
+
+CLOSED_TTL_S = 7 * 24 * 3600  # the one-shot marker outlives any re-delivery of the close job
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundPlan:
+    """How a series of rounds runs."""
+
+    count: int = 1
+    duration_ms: int = 60_000
+    gap_ms: int = 0
+    price: int = 10
+    emoji_set: str = "classic"
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or self.duration_ms < 1 or self.gap_ms < 0 or self.price < 1:
+            raise ConfigurationError("count, duration_ms and price must be >= 1, gap_ms >= 0")
+        if default_set(self.emoji_set) is None:
+            raise ConfigurationError(f"unknown emoji set {self.emoji_set!r}")
+
+
+def round_id(series: str, index: int) -> str:
+    """The id of round ``index`` of ``series`` (a branded ``RND`` id, derived)."""
+    return derive_id("RND", f"round:{index}", series)
+
+
+def closed_key(rid: str) -> str:
+    """``cm:<round>:closed``: the one-shot close marker of a round."""
+    return f"cm:{rid}:closed"
+
+
+def _open_job(series: str, index: int, plan: RoundPlan) -> OpenRound:
+    return OpenRound(series, round_id(series, index), index, plan.count, plan.duration_ms,
+                     plan.gap_ms, plan.price, plan.emoji_set)
+
+
+async def schedule(services: Services, plan: RoundPlan, *, delay_ms: int = 0) -> str:
+    """Start a series: admit the open job of its first round. Returns the series id."""
+    series = ids.generate("SER")
+    job = _open_job(series, 0, plan)
+    await services.settlements.admit(derive_id("JOB", "open", job.round_id), encode(job), delay_ms=delay_ms)
+    return series
+
+
+def _ms_until(when: datetime) -> int:
+    return max(0, int((when - datetime.now(UTC)).total_seconds() * 1000))
+
+
+async def open_round(services: Services, job: OpenRound) -> Round:
+    """Run an open job (idempotent): create the round, schedule its close and the next open."""
+    emoji_set = default_set(job.emoji_set)
+    if emoji_set is None:
+        raise ConfigurationError(f"unknown emoji set {job.emoji_set!r}")
+    now = datetime.now(UTC)
+    await create_round(services.pool, job.round_id, emoji_set=job.emoji_set,
+                       secret=draw_secret(emoji_set), opens_at=now,
+                       closes_at=now + timedelta(milliseconds=job.duration_ms), guess_price=job.price)
+    rnd = await get_round(services.pool, job.round_id)
+    assert rnd is not None  # just created (or created by an earlier run)
+    if services.cache is not None:
+        services.cache.put_round(rnd)
+        services.cache.put_emoji_set(emoji_set)
+    due = _ms_until(rnd.closes_at)
+    await services.settlements.admit(derive_id("JOB", "close", rnd.id), encode(CloseRound(rnd.id)),
+                                     delay_ms=due)
+    if job.index + 1 < job.count:
+        plan = RoundPlan(count=job.count, duration_ms=job.duration_ms, gap_ms=job.gap_ms,
+                         price=job.price, emoji_set=job.emoji_set)
+        nxt = _open_job(job.series, job.index + 1, plan)
+        await services.settlements.admit(derive_id("JOB", "open", nxt.round_id), encode(nxt),
+                                         delay_ms=due + job.gap_ms)
+    log.info("round %s (%d/%d of %s) open until %s", rnd.id, job.index + 1, job.count, job.series,
+             rnd.closes_at.isoformat())
+    return rnd
+
+
+def _payout_note(rid: str, p: Payout) -> tuple[str, bytes]:
+    note = Note("payout", p.player, rid, f"round {rid}: you won {p.amount} coins", p.amount)
+    return derive_id("JOB", f"payout-note:{p.player}", rid), encode(note)
+
+
+async def close_and_settle(services: Services, rid: str) -> tuple[Payout, ...] | NotReady | None:
+    """Run a close job (idempotent). Returns the payouts, :class:`NotReady` while guesses
+    are still unscored (run again later), or None for an unknown round."""
+    first = await services.connector.command("SET", closed_key(rid), str(ids.generate("CLS")), "NX",
+                                             "EX", CLOSED_TTL_S)
+    if not first:
+        log.info("round %s: close re-run (the one-shot marker is taken); finishing idempotently", rid)
+    state = await close_round(services.pool, rid)
+    if state is None:
+        return None
+    result = await settle_round(services.pool, rid)
+    if isinstance(result, NotReady):
+        return result
+    if not isinstance(result, tuple):  # RoundRefused: vanished between the two calls
+        return None
+    if result:
+        verdicts = await services.notifications.admit_many([(*_payout_note(rid, p), None) for p in result])
+        for v in verdicts:
+            if isinstance(v, Exception):
+                raise v  # the close job retries; the payouts stand and the notes dedupe
+    if services.cache is not None:
+        rnd = await get_round(services.pool, rid)
+        if rnd is not None:
+            services.cache.put_round(rnd)
+    return result

@@ -1,0 +1,21 @@
+"""The game's consumers, one module per queue, with the seed's numbers (seed 003 §1).
+
+score_worker  ``cm``         beat 100 ms, lease 10 s   score once, lock positions, notify
+settle        ``cm-settle``  beat 100 ms, lease 10 s   open rounds, close and settle them
+notify        ``cm.notify``  beat 50 ms,  lease 15 s   deliver notifications (console for now)
+"""
+
+from codemojex.workers.notify import ConsoleDelivery, Delivered, Delivery, Failed, NotifyWorker, RateLimited
+from codemojex.workers.score_worker import ScoreWorker
+from codemojex.workers.settle import SettleWorker
+
+__all__ = [
+    "ConsoleDelivery",
+    "Delivered",
+    "Delivery",
+    "Failed",
+    "NotifyWorker",
+    "RateLimited",
+    "ScoreWorker",
+    "SettleWorker",
+]

@@ -1,0 +1,100 @@
+"""Notifications on queue ``cm.notify`` (seed 003: beat 50 ms, lease 15 s).
+
+A :class:`Delivery` sends one notification and classifies the result; the
+handler maps it to the queue's outcomes: :class:`Delivered` → ack,
+:class:`RateLimited` → defer by ``retry_after_ms`` (Telegram's 429, no failure
+counted), :class:`Failed` → backoff (a failure, retried with growing delay, dead
+at the attempt limit). Delivery is at-least-once: a crash between sending and
+acking sends again, so deliveries should be cheap to repeat.
+
+:class:`ConsoleDelivery` prints; the Telegram delivery is a later issue and only
+has to implement :class:`Delivery`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Protocol
+
+from codemojex.service.codec import BadPayload, Note, decode_note
+from codemojex.service.context import NOTIFY_QUEUE
+from echomq.consumer import ConsumerOptions
+from echomq.model import Lease
+from echomq.outcomes import Ack, Backoff, Defer, Outcome
+
+__all__ = [
+    "OPTIONS",
+    "QUEUE",
+    "ConsoleDelivery",
+    "Delivered",
+    "Delivery",
+    "Failed",
+    "NotifyWorker",
+    "RateLimited",
+]
+
+QUEUE = NOTIFY_QUEUE
+OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=15_000, concurrency=16)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimited:
+    retry_after_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: str
+
+
+DeliveryResult = Delivered | RateLimited | Failed
+
+
+class Delivery(Protocol):
+    async def deliver(self, note_id: str, note: Note) -> DeliveryResult: ...
+
+
+class ConsoleDelivery:
+    """Prints each notification of a kind in ``kinds`` (all when None) with ``write``; counts all."""
+
+    def __init__(self, write: Callable[[str], None] | None = print,
+                 kinds: Collection[str] | None = None) -> None:
+        self.write = write
+        self.kinds = None if kinds is None else frozenset(kinds)
+        self.counts: Counter[str] = Counter()
+        self.seen: dict[str, str] = {}  # id -> kind of every note delivered (a re-delivery repeats an id)
+
+    async def deliver(self, note_id: str, note: Note) -> DeliveryResult:
+        self.counts[note.kind] += 1
+        self.seen[note_id] = note.kind
+        if self.write is not None and (self.kinds is None or note.kind in self.kinds):
+            self.write(f"[{note.kind}] {note.player}: {note.text}")
+        return Delivered()
+
+    def distinct(self, kind: str) -> int:
+        """How many different notifications of ``kind`` were delivered."""
+        return sum(1 for k in self.seen.values() if k == kind)
+
+
+class NotifyWorker:
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+
+    async def handle(self, lease: Lease) -> Outcome:
+        try:
+            note = decode_note(lease.payload)
+        except BadPayload as exc:
+            return Backoff(error=f"bad payload: {exc}")
+        result = await self.delivery.deliver(lease.id, note)
+        if isinstance(result, Delivered):
+            return Ack()
+        if isinstance(result, RateLimited):
+            return Defer(delay_ms=max(1, result.retry_after_ms))
+        return Backoff(error=result.error)

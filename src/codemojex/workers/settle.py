@@ -1,0 +1,53 @@
+"""Round lifecycle on queue ``cm-settle`` (seed 003: beat 100 ms, lease 10 s).
+
+Two kinds of job, both delayed to their time and both idempotent (see
+:mod:`codemojex.service.rounds`): *open* creates a round and schedules its close
+and the next open; *close* takes the one-shot ``SET NX`` on ``cm:<round>:closed``,
+closes the round, and settles it once every charged guess is scored. While
+guesses are still unscored the job answers :class:`~echomq.outcomes.Defer`
+(no failure counted) and runs again ``RECHECK_MS`` later.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from codemojex.service.codec import BadPayload, CloseRound, decode_round_job
+from codemojex.service.context import SETTLE_QUEUE, Services
+from codemojex.service.rounds import close_and_settle, open_round
+from codemojex.wallet import NotReady
+from echomq.consumer import ConsumerOptions
+from echomq.model import Lease
+from echomq.outcomes import Ack, Backoff, Defer, Outcome
+
+__all__ = ["OPTIONS", "QUEUE", "RECHECK_MS", "SettleWorker"]
+
+log = logging.getLogger("codemojex.settle")
+
+QUEUE = SETTLE_QUEUE
+OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=4)
+RECHECK_MS = 200  # scoring drains in well under a second; re-check often, it is one query
+
+
+class SettleWorker:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settled = 0
+        self.waits = 0
+
+    async def handle(self, lease: Lease) -> Outcome:
+        try:
+            job = decode_round_job(lease.payload)
+        except BadPayload as exc:
+            return Backoff(error=f"bad payload: {exc}")
+        if not isinstance(job, CloseRound):
+            await open_round(self.services, job)
+            return Ack()
+        result = await close_and_settle(self.services, job.round_id)
+        if isinstance(result, NotReady):
+            self.waits += 1
+            log.debug("round %s: %d guesses unscored; re-checking", job.round_id, result.unscored)
+            return Defer(delay_ms=RECHECK_MS)
+        if result is not None:
+            self.settled += 1
+        return Ack()
