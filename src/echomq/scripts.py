@@ -28,7 +28,7 @@ from importlib import resources
 
 from echomq.errors import ScriptContractError
 
-__all__ = ["Script", "bundle", "load", "parse"]
+__all__ = ["Script", "bundle", "load", "parse", "protocol_table"]
 
 _SLOT = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+): ")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$")
@@ -46,6 +46,9 @@ class Script:
     variadic_keys: bool
     variadic_argv: bool
     read_only: bool
+    summary: str = ""
+    returns: str = ""
+    errors: str = ""
 
     def check(self, nkeys: int, nargs: int) -> None:
         """Refuse a call whose shape does not fit the contract."""
@@ -112,7 +115,36 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
         variadic_keys=vk,
         variadic_argv=va,
         read_only="no-writes" in lines[0],
+        summary=_continued(header, "summary"),
+        returns=fields["RETURNS"],
+        errors=fields["ERRORS"],
     )
+
+
+def _continued(header: list[str], field: str) -> str:
+    """A header field with its indented continuation lines, joined into one line."""
+    out: list[str] = []
+    for line in header:
+        if out and line.startswith("--   "):
+            out.append(line[5:].strip())
+        elif out:
+            break
+        elif line.startswith(f"-- {field}:"):
+            out.append(line.split(":", 1)[1].strip())
+    return " ".join(out)
+
+
+def protocol_table() -> str:
+    """The Markdown table of docs/protocol.md: one row per script, from its header."""
+    rows = ["| script | KEYS | ARGV | returns | errors |", "|---|---|---|---|---|"]
+    for name, s in sorted(bundle().items()):
+        keys = ", ".join(("…" if s.variadic_keys and i == len(s.keys) - 1 else "") + k
+                         for i, k in enumerate(s.keys))
+        argv = ", ".join(("…" if s.variadic_argv and i == len(s.argv) - 1 else "") + a
+                         for i, a in enumerate(s.argv)) or "—"
+        cells = [s.returns.replace("|", "\\|"), s.errors.replace("|", "\\|")]
+        rows.append(f"| `{name}` | {keys} | {argv} | {cells[0]} | {cells[1]} |")
+    return "\n".join(rows) + "\n"
 
 
 @cache
