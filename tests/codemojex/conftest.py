@@ -13,7 +13,9 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.pg import PgServer, open_pool, with_dbname
+from codemojex.service import Services
 from codemojex.wallet import migrate
+from echomq import AsyncConnector
 from tests.codemojex.support import drop_database, make_database
 
 
@@ -47,3 +49,12 @@ async def pool(db_url: str) -> AsyncIterator[AsyncConnectionPool]:
         yield p
     finally:
         await p.close()
+
+
+@pytest.fixture
+def services(
+    pool: AsyncConnectionPool, conn: AsyncConnector, qname: str
+) -> Services:
+    """The game's services on the module's database and the shared Valkey, with queue
+    names of their own (``cm-<qname>`` …) so tests never see each other's jobs."""
+    return Services(pool, conn, suffix=f"-{qname}")

@@ -22,14 +22,23 @@ NOTIFY_QUEUE = "cm.notify"  # notifications to players (50 ms / 15 s)
 
 
 class Services:
-    """The game's handles. Cheap to hold; owns nothing (the caller closes pool and connector)."""
+    """The game's handles. Cheap to hold; owns nothing (the caller closes pool and connector).
+
+    ``suffix`` is appended to every queue name (tests use it to keep runs apart on a
+    shared server); the game itself runs with the seed's names, suffix ``""``.
+    """
 
     def __init__(
-        self, pool: AsyncConnectionPool, connector: AsyncConnector, *, cache: CacheTier | None = None
+        self,
+        pool: AsyncConnectionPool,
+        connector: AsyncConnector,
+        *,
+        cache: CacheTier | None = None,
+        suffix: str = "",
     ) -> None:
         self.pool = pool
         self.connector = connector
         self.cache = cache
-        self.scores = AsyncQueue(connector, SCORE_QUEUE)
-        self.settlements = AsyncQueue(connector, SETTLE_QUEUE)
-        self.notifications = AsyncQueue(connector, NOTIFY_QUEUE)
+        self.scores = AsyncQueue(connector, SCORE_QUEUE + suffix)
+        self.settlements = AsyncQueue(connector, SETTLE_QUEUE + suffix)
+        self.notifications = AsyncQueue(connector, NOTIFY_QUEUE + suffix)
