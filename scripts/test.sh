@@ -4,7 +4,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/bootstrap.sh"
 cd "$root"
-.venv/bin/ruff check src tests bench
+.venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/python scripts/unasync_gen.py --check
 exec .venv/bin/pytest "$@"
