@@ -5,6 +5,8 @@ and finishes each job fenced by its ``(id, attempt)``. Delivery is at-least-once
 a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 ``reap`` makes the job visible again. Handlers must be idempotent.
 
+* A handler is an ``async def`` (run on the loop) or a plain function (run in a
+  worker thread, so a blocking handler never starves the heartbeats).
 * Handler answers: ``None`` or :class:`Ack` completes; :class:`Defer` retries later
   without counting a failure; :class:`Backoff` or an exception counts a failure and
   retries with the backoff policy (dead at the attempt limit, error kept).
@@ -42,6 +44,7 @@ __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 log = logging.getLogger("echomq.consumer")
 
 Handler = Callable[[Lease], Awaitable[Outcome] | Outcome]
+"""An ``async def`` handler runs on the event loop; a plain function runs in a thread."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +90,8 @@ class Consumer:
                  options: ConsumerOptions | None = None, name: str | None = None) -> None:
         self.queue = queue
         self.handler = handler
+        self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None))
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
         self.stats = ConsumerStats()
@@ -177,8 +182,12 @@ class Consumer:
 
     async def _run_one(self, lease: Lease) -> None:
         try:
-            result = self.handler(lease)
-            outcome: Outcome = await result if inspect.isawaitable(result) else result
+            if self._is_async:
+                outcome: Outcome = await self.handler(lease)  # type: ignore[misc]
+            else:
+                # A blocking handler runs in a worker thread so heartbeats keep going. If its
+                # lease is lost the thread cannot be stopped, but its outcome is discarded.
+                outcome = await asyncio.to_thread(self.handler, lease)  # type: ignore[arg-type]
         except asyncio.CancelledError:
             if lease.id in self._lost:
                 self._lost.discard(lease.id)
