@@ -274,3 +274,18 @@ async def test_restart_intensity_gives_up_loudly() -> None:
     with pytest.raises(SupervisorGaveUp):
         await asyncio.wait_for(sup.run(), 5)
     assert sup.restart_count == 4
+
+
+async def test_a_blocking_handler_does_not_starve_heartbeats(queue: AsyncQueue,
+                                                             raw: redis.Redis) -> None:
+    def blocking(lease: Lease) -> None:
+        time.sleep(0.9)  # three leases long: only heartbeats keep the job
+
+    a = jid()
+    await queue.enqueue(a, b"")
+    consumer = Consumer(queue, blocking,
+                        options=ConsumerOptions(beat_ms=50, lease_ms=300, grace_s=2.0))
+    async with running(consumer):
+        await wait_for(lambda: _done(queue, 1))
+    assert consumer.stats.lost == 0 and consumer.stats.completed == 1
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{a}", "attempts") == b"1"
