@@ -24,6 +24,8 @@ REPLACEMENTS = [
     (r"\bawait ", ""),
     (r"\bAsyncConnector\b", "Connector"),
     (r"\bAsyncQueue\b", "Queue"),
+    (r"\bAsyncClusterConnector\b", "ClusterConnector"),
+    (r"\bconnect_async\b", "connect"),
     (r"\becho" r"mq\._async\b", "echomq._sync"),
     (r"\baclose\b", "close"),
     (r"__aenter__", "__enter__"),

@@ -4,17 +4,21 @@ Every key of a queue shares the queue's hash tag, so each script is atomic on on
 server and legal on a cluster. Consumers lease jobs on the server clock; the
 attempt counter is the fencing token. Both an asyncio API (``AsyncQueue``,
 ``AsyncConnector``, ``Consumer``) and a blocking one (``Queue``, ``Connector``)
-speak the same protocol.
+speak the same protocol; ``connect_async``/``connect`` pick a single server or a
+cluster (``AsyncClusterConnector``/``ClusterConnector``) from a URL or seed nodes.
 """
 
+from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
+from echomq._sync.cluster import ClusterConnector, connect
 from echomq._sync.connector import Connector
 from echomq._sync.queue import Queue
 from echomq.errors import (
     EchoMQError,
     InvalidJobId,
     InvalidQueueName,
+    NotDurable,
     PayloadTooLarge,
     ProtocolVersionError,
     ScriptContractError,
@@ -36,8 +40,10 @@ from echomq.model import (
 
 __all__ = [
     "PROTOCOL",
+    "AsyncClusterConnector",
     "AsyncConnector",
     "AsyncQueue",
+    "ClusterConnector",
     "Completion",
     "Connector",
     "EchoMQError",
@@ -45,6 +51,7 @@ __all__ = [
     "InvalidQueueName",
     "JobView",
     "Lease",
+    "NotDurable",
     "PayloadTooLarge",
     "ProtocolVersionError",
     "Queue",
@@ -55,6 +62,8 @@ __all__ = [
     "ServerUnavailable",
     "Stats",
     "Verdict",
+    "connect",
+    "connect_async",
     "generate",
     "job_key",
     "queue_key",

@@ -283,9 +283,10 @@ class Consumer:
     async def _listen(self) -> None:
         """Set the wake event whenever the queue's pending set stops being empty."""
         while True:
-            pubsub: Any = self.queue.connector.client.pubsub()
+            pubsub: Any = None
             try:
-                await pubsub.ssubscribe(self.queue.keys["wake"])
+                # On a cluster: the node owning the channel's slot, found again after failover.
+                pubsub = await self.queue.connector.wake_subscription(self.queue.keys["wake"])
                 while True:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if msg is not None:
@@ -297,5 +298,6 @@ class Consumer:
                 log.debug("%s: wake channel lost (%r)", self.name, exc)
                 await asyncio.sleep(0.2)
             finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()

@@ -10,7 +10,8 @@ values, never exceptions. Exceptions are for misuse and for failures::
     ├── ScriptContractError     a Lua file without a valid contract header, or a key-count mismatch
     ├── ProtocolVersionError    the queue was written by an incompatible protocol version
     ├── ServerError             the server answered an error a script did not expect
-    └── ServerUnavailable       the server could not be reached within the retry budget
+    ├── ServerUnavailable       the server could not be reached within the retry budget
+    └── NotDurable              an admission fewer replicas acknowledged than the queue asks
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "EchoMQError",
     "InvalidJobId",
     "InvalidQueueName",
+    "NotDurable",
     "PayloadTooLarge",
     "ProtocolVersionError",
     "ScriptContractError",
@@ -57,3 +59,10 @@ class ServerError(EchoMQError):
 
 class ServerUnavailable(EchoMQError):
     """The server stayed unreachable for the whole retry budget."""
+
+
+class NotDurable(EchoMQError):
+    """A durable admission (``QueueOptions.durable_replicas``) that fewer replicas
+    acknowledged within ``durable_timeout_ms``. The job *was* written on the primary, so
+    it may run, or be lost if that primary fails before its replica catches up: treat it
+    as not admitted and resend the same id later (a resend answers DUPLICATE if it held)."""

@@ -97,6 +97,13 @@ class QueueOptions:
     * ``batch``: enqueue_many sends at most this many items per flush, and promote,
       reap and purge handle at most this many jobs per script call, so no call holds
       the server for more than a few milliseconds.
+    * ``durable_replicas``: 0 (off). If n > 0, every admission is followed by
+      ``WAIT n durable_timeout_ms`` on the same connection, and a job fewer than n
+      replicas acknowledged is reported :class:`~echomq.errors.NotDurable`, not
+      ENQUEUED: asynchronous replication loses acknowledged writes on a partition
+      or failover otherwise (docs/cluster.md). ``durable_timeout_ms``: 500, long
+      enough for a loaded replica (WAIT answers in ~0.2 ms when healthy), short
+      enough to fail an admission clearly while a replica is down.
     """
 
     max_payload: int = 512 * 1024
@@ -106,8 +113,13 @@ class QueueOptions:
     batch: int = 1000
     reap_batch: int = 100
     fence: bool = True
+    durable_replicas: int = 0
+    durable_timeout_ms: int = 500
 
     def __post_init__(self) -> None:
+        if self.durable_replicas < 0 or self.durable_timeout_ms < 1:
+            raise ValueError("durable_replicas must be >= 0 and durable_timeout_ms >= 1 "
+                             "(WAIT with timeout 0 would block forever)")
         for name in ("max_payload", "max_attempts", "batch", "reap_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -118,6 +130,8 @@ class QueueOptions:
 
 def decode_verdict(reply: object) -> Verdict | EchoMQError:
     """Map one reply of enqueue/admit to its verdict; the same decoder runs on pipelines."""
+    if isinstance(reply, EchoMQError):  # raised on the client's side (NotDurable)
+        return reply
     if reply == 1:
         return Verdict.ENQUEUED
     if reply == 0:

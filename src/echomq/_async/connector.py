@@ -157,3 +157,52 @@ class AsyncConnector:
         """The server's clock in milliseconds (for tests and diagnostics, never for leases)."""
         sec, usec = await self.command("TIME")
         return int(sec) * 1000 + int(usec) // 1000
+
+    async def _wait_once(self, calls: Sequence[Call], replicas: int,
+                         timeout_ms: int) -> tuple[list[Any], int]:
+        # WAIT counts the replicas that acknowledged *this connection's* writes, so it
+        # goes in the same pipeline (one connection) as the calls it vouches for.
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        acked: int | None = None
+        for _ in range(3):  # NOSCRIPT: load, send only those calls again (and WAIT again)
+            pipe = self.client.pipeline(transaction=False)
+            for i in todo:
+                script, keys, args = calls[i]
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            *got, count = await pipe.execute(raise_on_error=False)
+            if isinstance(count, Exception):
+                raise count
+            acked = int(count) if acked is None else min(acked, int(count))
+            for i, reply in zip(todo, got, strict=True):
+                replies[i] = reply
+            todo = [i for i in todo if isinstance(replies[i], rex.NoScriptError)]
+            if not todo:
+                break
+            for script in {calls[i][0].sha: calls[i][0] for i in todo}.values():
+                await self.client.execute_command("SCRIPT", "LOAD", script.source)
+        for reply in replies:
+            if isinstance(reply, Exception) and is_transient(reply):
+                raise reply
+        return replies, acked or 0
+
+    async def pipeline_wait(self, calls: Sequence[Call], *, replicas: int,
+                            timeout_ms: int) -> tuple[list[Any], list[int]]:
+        """Run calls, then ``WAIT replicas timeout_ms`` on the connection that sent them.
+
+        Returns the replies in input order and, per call, how many replicas acknowledged
+        its writes within ``timeout_ms`` (durable admission, docs/cluster.md).
+        """
+        for script, keys, args in calls:
+            script.check(len(keys), len(args))
+        if not calls:
+            return [], []
+        replies, acked = await self._retrying(self._wait_once, calls, replicas, timeout_ms)
+        return replies, [acked] * len(calls)
+
+    async def wake_subscription(self, channel: str) -> Any:
+        """``SSUBSCRIBE channel`` (a queue's wake channel); ``get_message``/``aclose``."""
+        pubsub = self.client.pubsub()
+        await pubsub.ssubscribe(channel)
+        return pubsub

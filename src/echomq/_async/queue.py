@@ -16,8 +16,15 @@ from redis.exceptions import ResponseError
 
 from echomq import ids as branded
 from echomq import keyspace
+from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector, Call
-from echomq.errors import EchoMQError, InvalidJobId, PayloadTooLarge, ProtocolVersionError
+from echomq.errors import (
+    EchoMQError,
+    InvalidJobId,
+    NotDurable,
+    PayloadTooLarge,
+    ProtocolVersionError,
+)
 from echomq.model import (
     PROTOCOL,
     Completion,
@@ -44,7 +51,8 @@ class AsyncQueue:
     """One queue named ``name`` on a connector. Cheap to create; holds no connection."""
 
     def __init__(
-        self, connector: AsyncConnector, name: str, *, options: QueueOptions | None = None
+        self, connector: AsyncConnector | AsyncClusterConnector, name: str, *,
+        options: QueueOptions | None = None,
     ) -> None:
         keyspace.check_queue(name)
         self.connector = connector
@@ -101,10 +109,13 @@ class AsyncQueue:
         return await self._admission(script, keys, args)
 
     async def _admission(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Verdict:
-        try:
-            reply = await self.connector.eval(script, keys, args)
-        except ResponseError as exc:
-            reply = exc
+        if self.options.durable_replicas:
+            reply = (await self._admit_pipeline([(script, keys, args)]))[0]
+        else:
+            try:
+                reply = await self.connector.eval(script, keys, args)
+            except ResponseError as exc:
+                reply = exc
         verdict = decode_verdict(reply)
         if isinstance(verdict, EchoMQError):
             raise verdict
@@ -138,9 +149,32 @@ class AsyncQueue:
         await self.connector.load(load("enqueue"))
         step = self.options.batch
         for start in range(0, len(calls), step):
-            replies = await self.connector.pipeline(calls[start : start + step])
+            replies = await self._admit_pipeline(calls[start : start + step])
             for i, reply in zip(where[start : start + step], replies, strict=True):
                 out[i] = decode_verdict(reply)
+        return out
+
+    async def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
+        """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
+        on its connection, and a job written but acknowledged by too few replicas gets
+        :class:`NotDurable` in its place. DUPLICATE carries no durability claim: WAIT
+        vouches only for the writes of the call it follows."""
+        o = self.options
+        if not o.durable_replicas:
+            return await self.connector.pipeline(calls)
+        out: list[Any] = []
+        step = flush or len(calls)
+        for start in range(0, len(calls), step):
+            replies, acked = await self.connector.pipeline_wait(
+                calls[start : start + step], replicas=o.durable_replicas,
+                timeout_ms=o.durable_timeout_ms)
+            for reply, n in zip(replies, acked, strict=True):
+                if reply == 1 and n < o.durable_replicas:
+                    reply = NotDurable(
+                        f"queue {self.name!r}: {n} of {o.durable_replicas} replicas acknowledged "
+                        f"the admission within {o.durable_timeout_ms} ms; it is written on the "
+                        "primary only and may be lost on failover")
+                out.append(reply)
         return out
 
     def _admit_call(
@@ -199,7 +233,7 @@ class AsyncQueue:
             await self.connector.load(load("admit"))
             step = self.options.batch
             for start in range(0, len(calls), step):
-                replies = await self.connector.pipeline(calls[start : start + step])
+                replies = await self._admit_pipeline(calls[start : start + step])
                 for i, reply in zip(where[start : start + step], replies, strict=True):
                     out[i] = decode_verdict(reply)
         return out

@@ -17,8 +17,15 @@ from redis.exceptions import ResponseError
 
 from echomq import ids as branded
 from echomq import keyspace
+from echomq._sync.cluster import ClusterConnector
 from echomq._sync.connector import Call, Connector
-from echomq.errors import EchoMQError, InvalidJobId, PayloadTooLarge, ProtocolVersionError
+from echomq.errors import (
+    EchoMQError,
+    InvalidJobId,
+    NotDurable,
+    PayloadTooLarge,
+    ProtocolVersionError,
+)
 from echomq.model import (
     PROTOCOL,
     Completion,
@@ -45,7 +52,8 @@ class Queue:
     """One queue named ``name`` on a connector. Cheap to create; holds no connection."""
 
     def __init__(
-        self, connector: Connector, name: str, *, options: QueueOptions | None = None
+        self, connector: Connector | ClusterConnector, name: str, *,
+        options: QueueOptions | None = None,
     ) -> None:
         keyspace.check_queue(name)
         self.connector = connector
@@ -102,10 +110,13 @@ class Queue:
         return self._admission(script, keys, args)
 
     def _admission(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Verdict:
-        try:
-            reply = self.connector.eval(script, keys, args)
-        except ResponseError as exc:
-            reply = exc
+        if self.options.durable_replicas:
+            reply = (self._admit_pipeline([(script, keys, args)]))[0]
+        else:
+            try:
+                reply = self.connector.eval(script, keys, args)
+            except ResponseError as exc:
+                reply = exc
         verdict = decode_verdict(reply)
         if isinstance(verdict, EchoMQError):
             raise verdict
@@ -139,9 +150,32 @@ class Queue:
         self.connector.load(load("enqueue"))
         step = self.options.batch
         for start in range(0, len(calls), step):
-            replies = self.connector.pipeline(calls[start : start + step])
+            replies = self._admit_pipeline(calls[start : start + step])
             for i, reply in zip(where[start : start + step], replies, strict=True):
                 out[i] = decode_verdict(reply)
+        return out
+
+    def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
+        """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
+        on its connection, and a job written but acknowledged by too few replicas gets
+        :class:`NotDurable` in its place. DUPLICATE carries no durability claim: WAIT
+        vouches only for the writes of the call it follows."""
+        o = self.options
+        if not o.durable_replicas:
+            return self.connector.pipeline(calls)
+        out: list[Any] = []
+        step = flush or len(calls)
+        for start in range(0, len(calls), step):
+            replies, acked = self.connector.pipeline_wait(
+                calls[start : start + step], replicas=o.durable_replicas,
+                timeout_ms=o.durable_timeout_ms)
+            for reply, n in zip(replies, acked, strict=True):
+                if reply == 1 and n < o.durable_replicas:
+                    reply = NotDurable(
+                        f"queue {self.name!r}: {n} of {o.durable_replicas} replicas acknowledged "
+                        f"the admission within {o.durable_timeout_ms} ms; it is written on the "
+                        "primary only and may be lost on failover")
+                out.append(reply)
         return out
 
     def _admit_call(
@@ -200,7 +234,7 @@ class Queue:
             self.connector.load(load("admit"))
             step = self.options.batch
             for start in range(0, len(calls), step):
-                replies = self.connector.pipeline(calls[start : start + step])
+                replies = self._admit_pipeline(calls[start : start + step])
                 for i, reply in zip(where[start : start + step], replies, strict=True):
                     out[i] = decode_verdict(reply)
         return out

@@ -1,0 +1,303 @@
+"""EchoMQ on a real local Valkey Cluster: routing across nodes, kill -9 and manual failover
+under load, and durable admission with a stopped replica (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from redis.cluster import ClusterNode as RedisClusterNode
+from redis.cluster import RedisCluster
+
+from echomq import (
+    AsyncClusterConnector,
+    AsyncConnector,
+    AsyncQueue,
+    ClusterConnector,
+    Connector,
+    Lease,
+    NotDurable,
+    QueueOptions,
+    Verdict,
+    connect,
+    connect_async,
+    generate,
+    slot,
+)
+from echomq.consumer import Consumer, ConsumerOptions
+from echomq.local_cluster import LocalCluster
+from tests.conftest import cluster_url
+from tests.echomq.invariants import assert_consistent
+
+pytestmark = pytest.mark.cluster
+
+FAST = ConsumerOptions(beat_ms=50, lease_ms=10_000, concurrency=8, grace_s=2.0)
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+def raw_client(cluster: LocalCluster) -> RedisCluster:
+    return RedisCluster(startup_nodes=[RedisClusterNode(h, p) for h, p in cluster.startup_nodes])
+
+
+def names_on_distinct_primaries(cluster: LocalCluster, prefix: str) -> list[str]:
+    """One queue name per primary of ``cluster``."""
+    found: dict[int, str] = {}
+    for i in range(1000):
+        name = f"{prefix}-{i}"
+        owner = cluster.primary_for_key(f"emq:{{{name}}}:pending").port
+        found.setdefault(owner, name)
+        if len(found) == cluster.primaries:
+            return list(found.values())
+    raise AssertionError("no spread of names over the primaries")
+
+
+@contextlib.asynccontextmanager
+async def consuming(queue: AsyncQueue, seen: list[str]) -> AsyncIterator[Consumer]:
+    async def handler(lease: Lease) -> None:
+        seen.append(lease.id)
+
+    consumer = Consumer(queue, handler, options=FAST)
+    task = asyncio.create_task(consumer.run())
+    try:
+        yield consumer
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def drained(queues: list[AsyncQueue], total: int, within: float) -> None:
+    deadline = time.monotonic() + within
+    while sum([(await q.stats()).done for q in queues]) < total:
+        assert time.monotonic() < deadline, [await q.stats() for q in queues]
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[LocalCluster]:
+    """A private cluster for tests that kill a node."""
+    with LocalCluster(primaries=3, replicas_per_primary=1, node_timeout_ms=2000) as cluster:
+        yield cluster
+
+
+# ------------------------------------------------------------------------------- routing
+def test_connect_picks_single_or_cluster_from_the_target() -> None:
+    assert isinstance(connect_async("redis://127.0.0.1:1"), AsyncConnector)
+    assert isinstance(connect("redis://127.0.0.1:1"), Connector)
+    for target in ("redis+cluster://127.0.0.1:7000", "redis://a:1,b:2", "valkey+cluster://a:1/0"):
+        assert isinstance(connect_async(target), AsyncClusterConnector), target
+    assert isinstance(connect(["127.0.0.1:7000", ("127.0.0.1", 7001)]), ClusterConnector)
+    conn = connect_async("redis://127.0.0.1:7000", cluster=True)
+    assert isinstance(conn, AsyncClusterConnector)
+    assert conn.seeds == [("127.0.0.1", 7000)]
+    c2 = AsyncClusterConnector.from_url("rediss+cluster://u:p@[::1]:7000,h2")
+    assert c2.seeds == [("::1", 7000), ("h2", 6379)]
+    with pytest.raises(ValueError, match="database 0"):
+        connect_async("redis+cluster://a:1/3")
+    with pytest.raises(ValueError, match="names a cluster"):
+        connect_async("redis://a:1,b:2", cluster=False)
+
+
+async def test_queues_on_different_nodes_work_side_by_side(local_cluster: LocalCluster,
+                                                           qname: str) -> None:
+    names = names_on_distinct_primaries(local_cluster, qname)
+    assert len({slot(f"emq:{{{n}}}:x") for n in names}) == 3
+    conn = AsyncClusterConnector.from_url(cluster_url(local_cluster))
+    raw = raw_client(local_cluster)
+    queues = [AsyncQueue(conn, n) for n in names]
+    try:
+        for q in queues:
+            await q.fence()
+        # One pipeline over three nodes, items interleaved: verdicts in input order.
+        ids = [jid() for _ in range(60)]
+        calls = [queues[i % 3]._enqueue_call(j, b"p") for i, j in enumerate(ids)]
+        calls.insert(7, queues[1]._enqueue_call(ids[1], b"again"))  # a duplicate, in place
+        replies = await conn.pipeline(calls)
+        assert replies[7] == 0 and replies.count(1) == 60
+        per_queue = [await q.enqueue_many([(jid(), b"m") for _ in range(20)]) for q in queues]
+        assert all(v is Verdict.ENQUEUED for vs in per_queue for v in vs)
+        seen: list[str] = []
+        async with contextlib.AsyncExitStack() as stack:
+            for q in queues:
+                await stack.enter_async_context(consuming(q, seen))
+            await drained(queues, 120, 20)
+        assert len(seen) == len(set(seen)) == 120
+        for q in queues:
+            assert set(assert_consistent(raw, q.name).values()) == {"done"}
+    finally:
+        await conn.aclose()
+        raw.close()
+
+
+async def test_noscript_on_every_node_is_recovered(local_cluster: LocalCluster, qname: str) -> None:
+    names = names_on_distinct_primaries(local_cluster, qname)
+    conn = AsyncClusterConnector.from_url(cluster_url(local_cluster))
+    try:
+        queues = [AsyncQueue(conn, n) for n in names]
+        await queues[0].enqueue(jid(), b"warm")
+        for node in local_cluster.nodes:
+            node.command("SCRIPT", "FLUSH")
+        calls = [q._enqueue_call(jid(), b"x") for q in queues for _ in range(3)]
+        assert await conn.pipeline(calls) == [1] * 9
+        for node in local_cluster.nodes:
+            node.command("SCRIPT", "FLUSH")
+        assert all([await q.enqueue(jid(), b"y") is Verdict.ENQUEUED for q in queues])
+    finally:
+        await conn.aclose()
+
+
+# ------------------------------------------------------------------------------ failover
+class Producer:
+    """Admits jobs one at a time and records what was acknowledged and when."""
+
+    def __init__(self, queue: AsyncQueue) -> None:
+        self.queue = queue
+        self.acked: list[str] = []
+        self.failed: list[BaseException] = []
+        self.times: list[float] = []
+        self.slowest = 0.0
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            job = jid()
+            t0 = time.monotonic()
+            try:
+                verdict = await self.queue.enqueue(job, b"load")
+            except Exception as exc:
+                self.failed.append(exc)
+                continue
+            assert verdict in (Verdict.ENQUEUED, Verdict.DUPLICATE)  # a resend answers DUPLICATE
+            self.acked.append(job)
+            now = time.monotonic()
+            self.times.append(now)
+            self.slowest = max(self.slowest, now - t0)
+            await asyncio.sleep(0.002)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def longest_gap(self) -> float:
+        return max((b - a for a, b in zip(self.times, self.times[1:], strict=False)), default=0.0)
+
+
+def noscript_count(node: Any) -> int:
+    stat = node.command("INFO", "errorstats").get("errorstat_NOSCRIPT", {})
+    return int(stat.get("count", 0))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_kill_9_of_the_owning_primary_loses_no_acknowledged_job(
+        own_cluster: LocalCluster) -> None:
+    cluster = own_cluster
+    conn = AsyncClusterConnector.from_url(cluster_url(cluster))
+    queue = AsyncQueue(conn, "failover")
+    primary = cluster.primary_for_key(queue.keys["pending"])
+    replica = cluster.replica_of(primary)
+    producers = [Producer(queue) for _ in range(2)]
+    seen: list[str] = []
+    try:
+        async with consuming(queue, seen) as consumer:
+            tasks = [asyncio.create_task(p.run()) for p in producers]
+            await asyncio.sleep(1.0)
+            before = sum(len(p.acked) for p in producers)
+            cluster.kill_node(primary)
+            killed_at = time.monotonic()
+            while replica.role != "primary":
+                assert time.monotonic() - killed_at < 15, "replica not promoted"
+                await asyncio.sleep(0.05)
+            promoted_after = time.monotonic() - killed_at
+            await asyncio.sleep(1.5)  # keep producing on the new primary
+            for p in producers:
+                p.stop()
+            await asyncio.gather(*tasks)
+            acked = [j for p in producers for j in p.acked]
+            assert len(acked) > before + 50, "admissions did not resume after the failover"
+            await drained([queue], len(acked), 30)  # the same consumer, never restarted
+            assert consumer.stats.errors >= 0
+        outage = max(p.longest_gap for p in producers)
+        print(f"\npromotion after {promoted_after:.2f}s; application outage {outage:.2f}s; "
+              f"slowest admission {max(p.slowest for p in producers):.2f}s; "
+              f"{len(acked)} jobs acknowledged")
+        assert not [e for p in producers for e in p.failed]
+        assert outage < 6.0
+        assert noscript_count(replica) >= 1  # the promoted replica had no scripts: handled
+        raw = raw_client(cluster)
+        try:
+            where = assert_consistent(raw, queue.name)
+        finally:
+            raw.close()
+        assert set(acked) <= set(where)  # no acknowledged job lost
+        assert set(where.values()) == {"done"}
+        assert set(seen) == set(acked)
+    finally:
+        await conn.aclose()
+
+
+@pytest.mark.timeout(60)
+async def test_manual_failover_fails_no_admission(local_cluster: LocalCluster, qname: str) -> None:
+    conn = AsyncClusterConnector.from_url(cluster_url(local_cluster))
+    queue = AsyncQueue(conn, qname)
+    producer = Producer(queue)
+    try:
+        await queue.fence()
+        task = asyncio.create_task(producer.run())
+        await asyncio.sleep(0.3)
+        primary = local_cluster.primary_for_key(queue.keys["pending"])
+        replica = local_cluster.replica_of(primary)
+        await asyncio.to_thread(local_cluster.failover, replica)
+        await asyncio.sleep(0.3)
+        producer.stop()
+        await task
+        assert replica.role == "primary"
+        assert producer.failed == []
+        assert producer.longest_gap < 1.0
+        assert (await queue.stats()).pending == len(producer.acked)
+    finally:
+        await conn.aclose()
+
+
+# ----------------------------------------------------------------------- durable admission
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_durable_admission_fails_clearly_while_the_replica_is_stopped(
+        local_cluster: LocalCluster, qname: str) -> None:
+    conn = AsyncClusterConnector.from_url(cluster_url(local_cluster))
+    opts = QueueOptions(durable_replicas=1, durable_timeout_ms=300)
+    queue = AsyncQueue(conn, qname, options=opts)
+    try:
+        assert await queue.enqueue(jid(), b"ok") is Verdict.ENQUEUED
+        assert await queue.enqueue_many([(jid(), b"ok")] * 1) == [Verdict.ENQUEUED]
+        replica = local_cluster.replica_of(local_cluster.primary_for_key(queue.keys["pending"]))
+        local_cluster.pause_node(replica)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(NotDurable, match="0 of 1 replicas"):
+                await queue.enqueue(jid(), b"lost?")
+            assert 0.25 < time.monotonic() - t0 < 3
+            verdicts = await queue.enqueue_many([(jid(), b"a"), (jid(), b"b")])
+            assert [type(v) for v in verdicts] == [NotDurable, NotDurable]
+            with pytest.raises(NotDurable):
+                await queue.admit(jid(), b"lane", lane="p1")
+        finally:
+            local_cluster.resume_node(replica)
+        deadline = time.monotonic() + 30
+        while True:  # the replica catches up; admissions are durable again
+            try:
+                assert await queue.enqueue(jid(), b"again") is Verdict.ENQUEUED
+                break
+            except NotDurable:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+        assert await queue.enqueue_many([(jid(), b"x"), (jid(), b"y")]) == [Verdict.ENQUEUED] * 2
+        await asyncio.to_thread(local_cluster.wait_healthy, 30)
+    finally:
+        await conn.aclose()
