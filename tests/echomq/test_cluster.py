@@ -301,3 +301,34 @@ async def test_durable_admission_fails_clearly_while_the_replica_is_stopped(
         await asyncio.to_thread(local_cluster.wait_healthy, 30)
     finally:
         await conn.aclose()
+
+
+@pytest.mark.slow
+async def test_ask_and_tryagain_during_a_slot_migration(own_cluster: LocalCluster) -> None:
+    """A slot migrating to another node: a call for keys not on the source answers ASK and
+    goes (ASKING + EVALSHA, NOSCRIPT loaded there) to the importing node; a multi-key call
+    answers TRYAGAIN there until the migration ends, then MOVED to the new owner."""
+    cluster = own_cluster
+    name = "migrating"
+    s = slot(f"emq:{{{name}}}:x")
+    source = cluster.primary_for_slot(s)
+    target = next(n for n in cluster.nodes if n.role == "primary" and n is not source)
+    target.command("CLUSTER", "SETSLOT", s, "IMPORTING", source.node_id)
+    source.command("CLUSTER", "SETSLOT", s, "MIGRATING", target.node_id)
+    conn = AsyncClusterConnector.from_url(cluster_url(cluster))
+    try:
+        queue = AsyncQueue(conn, name)
+        assert await queue.pending_size() == 0  # one key: served by the importing node
+        assert await conn.node_for_key(queue.keys["pending"]) == source.address  # ASK: no map change
+        job = jid()
+        admission = asyncio.create_task(queue.enqueue(job, b"moved"))
+        await asyncio.sleep(0.5)
+        assert not admission.done()  # TRYAGAIN, ridden out
+        others = [n for n in cluster.nodes if n.role == "primary" and n not in (target, source)]
+        for node in (target, source, *others):
+            node.command("CLUSTER", "SETSLOT", s, "NODE", target.node_id)
+        assert await asyncio.wait_for(admission, 10) is Verdict.ENQUEUED
+        assert target.command("HGET", queue.job_key(job), "payload") == b"moved"
+        assert await conn.node_for_key(queue.keys["pending"]) == target.address
+    finally:
+        await conn.aclose()
