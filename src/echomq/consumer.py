@@ -90,13 +90,15 @@ class Consumer:
                  options: ConsumerOptions | None = None, name: str | None = None) -> None:
         self.queue = queue
         self.handler = handler
+        # An object whose __call__ is ``async def`` counts as an async handler too.
         self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-            getattr(handler, "__call__", None))
+            type(handler).__dict__.get("__call__"))
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
         self.stats = ConsumerStats()
         self._running: dict[asyncio.Task[None], Lease] = {}
         self._lost: set[str] = set()
+        self._finishing: set[str] = set()  # handler done, outcome being written: no heartbeat
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -195,7 +197,13 @@ class Consumer:
             raise
         except Exception as exc:
             outcome = Backoff(error=f"{type(exc).__name__}: {exc}"[:2000])
-        await self._finish(lease, outcome)
+        # From here the fenced finish decides; a heartbeat racing it must not call the
+        # lease lost (complete may already have cleared it) nor cancel the write.
+        self._finishing.add(lease.id)
+        try:
+            await self._finish(lease, outcome)
+        finally:
+            self._finishing.discard(lease.id)
 
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
         q, o = self.queue, self.options
@@ -242,7 +250,7 @@ class Consumer:
         o = self.options
         while True:
             await asyncio.sleep(o.beat_ms / 1000)
-            running = list(self._running.items())
+            running = [(t, x) for t, x in self._running.items() if x.id not in self._finishing]
             if not running:
                 continue
             try:
@@ -254,7 +262,7 @@ class Consumer:
                 self.stats.errors += 1
                 continue
             for (task, lease), deadline in zip(running, deadlines, strict=True):
-                if deadline is None and not task.done():
+                if deadline is None and not task.done() and lease.id not in self._finishing:
                     self.stats.lost += 1
                     self._lost.add(lease.id)
                     task.cancel()
