@@ -2,8 +2,8 @@
 
 Guarantees:
 
-* For **any** arguments (any types, random bytes, invalid UTF-8, huge strings,
-  other players' or rounds' ids) :func:`submit` returns either :class:`Admitted`
+* For **any** round, player and guess (any types, random bytes, invalid UTF-8,
+  huge strings, other players' or rounds' ids) :func:`submit` returns either :class:`Admitted`
   or exactly one :class:`~codemojex.errors.Reason`; it raises only when a server
   (PostgreSQL) fails, never because of its input.
 * A rejection mints nothing and charges nothing: no guess row, no ledger row,
@@ -16,6 +16,11 @@ Guarantees:
 * Once the charge has committed the guess is accepted: if the admission fails or
   the process dies before it, the relay (:mod:`codemojex.service.relay`) admits
   it later under the same id. ``Admitted.queued`` says whether this call did.
+
+A caller that may run twice for one intent (the bot's command consumer re-runs a
+command after a crash) passes ``guess_id``: a deterministic ``JOB`` id. A second
+call with the same id charges nothing and answers :class:`Admitted` with
+``queued=False`` (the relay admits the stored guess if the first call could not).
 
 Rejection order (first that applies): ``no_round``, ``closed`` (not open, or
 not yet opened), ``expired`` (past its closing time), ``bad_guess``,
@@ -36,9 +41,11 @@ from codemojex.errors import Reason
 from codemojex.service.codec import GuessJob, encode
 from codemojex.service.context import Services
 from codemojex.wallet import (
+    AlreadyCharged,
     Charged,
     Insufficient,
     RoundRefused,
+    balance,
     charge_guess,
     get_round,
     locked_positions,
@@ -100,8 +107,14 @@ def _parse(raw: object, round_set: str) -> Guess | BadGuess:
     return BadGuess("a guess is text or a sequence of emojis")
 
 
-async def submit(services: Services, round_id: object, player: object, guess: object) -> Admitted | Reason:
-    """Turn an untrusted guess into an admitted job or one closed error (see module doc)."""
+async def submit(services: Services, round_id: object, player: object, guess: object, *,
+                 guess_id: str | None = None) -> Admitted | Reason:
+    """Turn an untrusted guess into an admitted job or one closed error (see module doc).
+
+    ``guess_id`` (a valid ``JOB`` id) makes a repeated call idempotent: charged once.
+    """
+    if guess_id is not None and not (ids.valid(guess_id) and guess_id.startswith("JOB")):
+        raise ValueError(f"guess_id must be a JOB branded id, not {guess_id!r}")
     rid = clean_id(round_id)
     rnd = None if rid is None else await get_round(services.pool, rid)
     if rid is None or rnd is None:
@@ -120,13 +133,16 @@ async def submit(services: Services, round_id: object, player: object, guess: ob
     emojis = merge(await locked_positions(services.pool, rid, pid), parsed)
     # The success branch: mint the id at acceptance; it is the guess row's key, the
     # charge's ledger ref and the job id, so every later retry is idempotent.
-    job_id = ids.generate("JOB")
+    job_id = guess_id or ids.generate("JOB")
     charged = await charge_guess(services.pool, pid, rid, job_id, emojis)
+    if isinstance(charged, AlreadyCharged):  # a repeat of a caller-chosen id: charged once
+        current = await balance(services.pool, pid)
+        return Admitted(job_id, emojis, current or 0, queued=False)
     if isinstance(charged, RoundRefused):
         return charged.reason
     if isinstance(charged, Insufficient):
         return Reason.INSUFFICIENT
-    if not isinstance(charged, Charged):  # UnknownPlayer (AlreadyCharged cannot happen: fresh id)
+    if not isinstance(charged, Charged):  # UnknownPlayer
         return Reason.INSUFFICIENT
     queued = await admit_guess(services, job_id, GuessJob(rid, pid, emojis))
     return Admitted(job_id, emojis, charged.balance, queued)
