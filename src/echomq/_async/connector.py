@@ -23,6 +23,7 @@ from typing import Any
 import redis.asyncio as redis_client
 from redis import exceptions as rex
 
+from echomq import _wire
 from echomq.errors import ServerUnavailable
 from echomq.scripts import Script
 
@@ -56,6 +57,8 @@ class AsyncConnector:
         self.client = client
         self.retry_budget_s = retry_budget_s
         self.fenced: set[str] = set()  # queues whose protocol version this connector checked
+        # Bulk script calls go over a hand-encoded wire (docs/decisions/0005); None: redis-py.
+        self.wire: Any = _wire.attach(client)
 
     @classmethod
     def from_url(
@@ -77,6 +80,8 @@ class AsyncConnector:
         return cls(client, retry_budget_s=retry_budget_s)
 
     async def aclose(self) -> None:
+        if self.wire is not None:
+            await self.wire.aclose()
         await self.client.aclose()
 
     async def __aenter__(self) -> AsyncConnector:
@@ -141,17 +146,54 @@ class AsyncConnector:
                 raise reply
         return replies
 
-    async def pipeline(self, calls: Sequence[Call]) -> list[Any]:
-        """Run many script calls in one flush; replies (or error replies) in input order.
+    async def _wire_once(self, calls: Sequence[Call], flush: int, out: list[Any]) -> None:
+        # Resumes after the replies already in ``out`` (flushes answered before a failure).
+        start = len(out)
 
-        If the connection fails mid-pipeline the whole list is sent again: callers'
-        scripts are idempotent or fenced, so a resent call reports duplicate or stale.
+        def flushes(todo: Sequence[Call]) -> Any:
+            for i in range(0, len(todo), flush):
+                chunk = todo[i : i + flush]
+                yield b"".join([_wire.pack_evalsha(s.sha, k, a) for s, k, a in chunk]), len(chunk)
+
+        try:
+            out += await self.wire.run(flushes(calls[start:]))
+        except _wire.WireError as exc:
+            out += exc.answered
+            raise
+        for _ in range(3):  # NOSCRIPT: those calls did not run; load once, send only them again
+            missing = [i for i in range(start, len(out)) if isinstance(out[i], rex.NoScriptError)]
+            if not missing:
+                break
+            for script in {calls[i][0].sha: calls[i][0] for i in missing}.values():
+                await self.client.execute_command("SCRIPT", "LOAD", script.source)
+            again = await self.wire.run(flushes([calls[i] for i in missing]))
+            for i, reply in zip(missing, again, strict=True):
+                out[i] = reply
+        for i in range(start, len(out)):
+            if isinstance(out[i], Exception) and is_transient(out[i]):
+                reply = out[i]
+                del out[i:]  # resend from here on
+                raise reply
+
+    async def pipeline(self, calls: Sequence[Call], *, flush: int | None = None) -> list[Any]:
+        """Run many script calls pipelined; replies (or error replies) in input order.
+
+        Calls go out in flushes of ``flush`` (all at once when None). If the connection
+        fails, the calls not yet answered are sent again: callers' scripts are idempotent
+        or fenced, so a resent call reports duplicate or stale.
         """
         for script, keys, args in calls:
             script.check(len(keys), len(args))
         if not calls:
             return []
-        return list(await self._retrying(self._pipeline_once, calls))
+        step = flush or len(calls)
+        out: list[Any] = []
+        if self.wire is not None:
+            await self._retrying(self._wire_once, calls, step, out)
+            return out
+        for start in range(0, len(calls), step):
+            out += await self._retrying(self._pipeline_once, calls[start : start + step])
+        return out
 
     async def server_time_ms(self) -> int:
         """The server's clock in milliseconds (for tests and diagnostics, never for leases)."""

@@ -147,11 +147,9 @@ class AsyncQueue:
             return out
         await self.fence()
         await self.connector.load(load("enqueue"))
-        step = self.options.batch
-        for start in range(0, len(calls), step):
-            replies = await self._admit_pipeline(calls[start : start + step])
-            for i, reply in zip(where[start : start + step], replies, strict=True):
-                out[i] = decode_verdict(reply)
+        replies = await self._admit_pipeline(calls, flush=self.options.batch)
+        for i, reply in zip(where, replies, strict=True):
+            out[i] = decode_verdict(reply)
         return out
 
     async def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
@@ -161,7 +159,7 @@ class AsyncQueue:
         vouches only for the writes of the call it follows."""
         o = self.options
         if not o.durable_replicas:
-            return await self.connector.pipeline(calls)
+            return await self.connector.pipeline(calls, flush=flush)
         out: list[Any] = []
         step = flush or len(calls)
         for start in range(0, len(calls), step):
@@ -231,11 +229,9 @@ class AsyncQueue:
         if calls:
             await self.fence()
             await self.connector.load(load("admit"))
-            step = self.options.batch
-            for start in range(0, len(calls), step):
-                replies = await self._admit_pipeline(calls[start : start + step])
-                for i, reply in zip(where[start : start + step], replies, strict=True):
-                    out[i] = decode_verdict(reply)
+            replies = await self._admit_pipeline(calls, flush=self.options.batch)
+            for i, reply in zip(where, replies, strict=True):
+                out[i] = decode_verdict(reply)
         return out
 
     # ------------------------------------------------------------- claim plane
@@ -307,9 +303,13 @@ class AsyncQueue:
         reply = await self.connector.eval(script, keys, args)
         return Completion.COMPLETED if reply == 1 else Completion.STALE
 
-    async def complete_many(self, leases: Sequence[Lease]) -> list[Completion]:
-        """Finish many attempts in one flush (each fenced on its own)."""
-        replies = await self.connector.pipeline([self._complete_call(x, b"") for x in leases])
+    async def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[bytes] | None = None
+    ) -> list[Completion]:
+        """Finish many attempts in one flush (each fenced on its own), with optional results."""
+        res = results if results is not None else [b""] * len(leases)
+        replies = await self.connector.pipeline(
+            [self._complete_call(x, r) for x, r in zip(leases, res, strict=True)])
         out = []
         for reply in replies:
             if isinstance(reply, Exception):

@@ -148,11 +148,9 @@ class Queue:
             return out
         self.fence()
         self.connector.load(load("enqueue"))
-        step = self.options.batch
-        for start in range(0, len(calls), step):
-            replies = self._admit_pipeline(calls[start : start + step])
-            for i, reply in zip(where[start : start + step], replies, strict=True):
-                out[i] = decode_verdict(reply)
+        replies = self._admit_pipeline(calls, flush=self.options.batch)
+        for i, reply in zip(where, replies, strict=True):
+            out[i] = decode_verdict(reply)
         return out
 
     def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
@@ -162,7 +160,7 @@ class Queue:
         vouches only for the writes of the call it follows."""
         o = self.options
         if not o.durable_replicas:
-            return self.connector.pipeline(calls)
+            return self.connector.pipeline(calls, flush=flush)
         out: list[Any] = []
         step = flush or len(calls)
         for start in range(0, len(calls), step):
@@ -232,11 +230,9 @@ class Queue:
         if calls:
             self.fence()
             self.connector.load(load("admit"))
-            step = self.options.batch
-            for start in range(0, len(calls), step):
-                replies = self._admit_pipeline(calls[start : start + step])
-                for i, reply in zip(where[start : start + step], replies, strict=True):
-                    out[i] = decode_verdict(reply)
+            replies = self._admit_pipeline(calls, flush=self.options.batch)
+            for i, reply in zip(where, replies, strict=True):
+                out[i] = decode_verdict(reply)
         return out
 
     # ------------------------------------------------------------- claim plane
@@ -308,9 +304,13 @@ class Queue:
         reply = self.connector.eval(script, keys, args)
         return Completion.COMPLETED if reply == 1 else Completion.STALE
 
-    def complete_many(self, leases: Sequence[Lease]) -> list[Completion]:
-        """Finish many attempts in one flush (each fenced on its own)."""
-        replies = self.connector.pipeline([self._complete_call(x, b"") for x in leases])
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[bytes] | None = None
+    ) -> list[Completion]:
+        """Finish many attempts in one flush (each fenced on its own), with optional results."""
+        res = results if results is not None else [b""] * len(leases)
+        replies = self.connector.pipeline(
+            [self._complete_call(x, r) for x, r in zip(leases, res, strict=True)])
         out = []
         for reply in replies:
             if isinstance(reply, Exception):
