@@ -99,6 +99,8 @@ class Consumer:
         self._running: dict[asyncio.Task[None], Lease] = {}
         self._lost: set[str] = set()
         self._finishing: set[str] = set()  # handler done, outcome being written: no heartbeat
+        self._acks: list[tuple[Lease, bytes, asyncio.Future[Completion]]] = []
+        self._flushers: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -205,6 +207,36 @@ class Consumer:
         finally:
             self._finishing.discard(lease.id)
 
+    async def _complete(self, lease: Lease, result: bytes) -> Completion:
+        """Group commit: completions that arrive in the same loop turn share one flush.
+
+        Each is still its own fenced ``complete`` call with its own reply; if the flush
+        fails, every waiter sees the error and retries on its own (a resent finish that
+        had landed reports STALE, never a second completion).
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Completion] = loop.create_future()
+        self._acks.append((lease, result, fut))
+        if len(self._acks) == 1:
+            task = loop.create_task(self._flush_acks())
+            self._flushers.add(task)
+            task.add_done_callback(self._flushers.discard)
+        return await fut
+
+    async def _flush_acks(self) -> None:
+        await asyncio.sleep(0)  # let the handlers that finish in this turn join the flush
+        batch, self._acks = self._acks, []
+        try:
+            done = await self.queue.complete_many([x[0] for x in batch], [x[1] for x in batch])
+        except Exception as exc:
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (_, _, fut), verdict in zip(batch, done, strict=True):
+            if not fut.done():
+                fut.set_result(verdict)
+
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
         q, o = self.queue, self.options
         delay = 0.05
@@ -213,7 +245,7 @@ class Consumer:
             try:
                 if outcome is None or isinstance(outcome, Ack):
                     result = outcome.result if isinstance(outcome, Ack) else b""
-                    done = await q.complete(lease, result)
+                    done = await self._complete(lease, result)
                     if done is Completion.COMPLETED:
                         self.stats.completed += 1
                     else:
