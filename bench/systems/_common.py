@@ -1,0 +1,123 @@
+"""Shared by every system driver: phases, server CPU from INFO, the JSON result line.
+
+A driver is run as ``python <system>.py <op> <n> <url>`` in its system's own venv,
+pinned to the client CPU by the orchestrator. It prints one JSON object on its last
+line. Server CPU is read from the server's own accounting (INFO cpu) around each
+timed phase, so server µs per job does not depend on the client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+URL = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("BENCH_URL", "redis://127.0.0.1:6379")
+HERE = os.path.dirname(os.path.abspath(__file__))
+raw = redis.Redis.from_url(URL)
+
+
+def server_cpu() -> float:
+    info = raw.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+class Phase:
+    """Wall time, own CPU, waited children's CPU and server CPU over a block."""
+
+    def __enter__(self) -> Phase:
+        self.s0, self.c0, self.k0 = server_cpu(), time.process_time(), children_cpu()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.t0
+        self.client_cpu = time.process_time() - self.c0 + children_cpu() - self.k0
+        self.server_cpu = server_cpu() - self.s0
+
+    def result(self, n: int, **extra: Any) -> dict[str, Any]:
+        return {"n": n, "seconds": self.seconds, "rate": n / self.seconds,
+                "server_us": self.server_cpu / n * 1e6, "client_us": self.client_cpu / n * 1e6, **extra}
+
+
+def worker(cmd: list[str]) -> subprocess.Popen[bytes]:
+    """Start a worker process in its own session (so its own children stop with it)."""
+    env = dict(os.environ, BENCH_URL=URL, PYTHONPATH=HERE)
+    return subprocess.Popen(cmd, cwd=HERE, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(HERE, "..", ".peers",
+                            "worker.log"), "ab"))
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the worker this driver started (its process group), and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError):  # stop any orphans left in the group
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def drain(n: int, backlog: Callable[[], int], start: Callable[[], subprocess.Popen[bytes] | None],
+          finish: Callable[[Any], None], timeout: float = 600) -> dict[str, Any]:
+    """Time a worker from its first taken job until the backlog is empty.
+
+    The rate counts from the first observed drop, so worker start-up time is excluded.
+    CPU: the worker's (a process: its rusage once stopped) and the server's, over the drain.
+    """
+    s0, k0, c0 = server_cpu(), children_cpu(), time.process_time()
+    handle = start()
+    deadline = time.monotonic() + timeout
+    left = backlog()
+    while left >= n and time.monotonic() < deadline:
+        time.sleep(0.002)
+        left = backlog()
+    t0, first = time.perf_counter(), left
+    while left > 0 and time.monotonic() < deadline:
+        time.sleep(0.002)
+        left = backlog()
+    t1 = time.perf_counter()
+    s1 = server_cpu()
+    finish(handle)
+    cpu = children_cpu() - k0 + time.process_time() - c0
+    done = n - left
+    return {"n": n, "seconds": t1 - t0, "rate": (first - left) / max(t1 - t0, 1e-9),
+            "server_us": (s1 - s0) / max(done, 1) * 1e6, "client_us": cpu / max(done, 1) * 1e6,
+            "left": left}
+
+
+def latency_stats(samples: list[float]) -> dict[str, Any]:
+    xs = sorted(samples)
+    if not xs:
+        return {"n": 0}
+    pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3  # noqa: E731
+    return {"n": len(xs), "p50_ms": pick(0.50), "p99_ms": pick(0.99), "max_ms": xs[-1] * 1e3}
+
+
+def collect_latency(key: str = "bench:lat") -> list[float]:
+    return [float(x) for x in raw.lrange(key, 0, -1)]
+
+
+def emit(result: dict[str, Any]) -> None:
+    print(json.dumps(result), flush=True)
+
+
+def op_n() -> tuple[str, int]:
+    return sys.argv[1], int(sys.argv[2])

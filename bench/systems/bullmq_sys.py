@@ -1,0 +1,69 @@
+"""bullmq (Python) driver: Queue.add, Queue.addBulk, a Worker process (defaults: concurrency 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from typing import Any
+
+from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from bullmq import Queue, Worker
+
+API = {"single": "Queue.add", "bulk": "Queue.addBulk (chunks of 1000)",
+       "worker": "Worker (defaults: concurrency 1)"}
+
+
+async def run_worker() -> None:
+    async def proc(job: Any, token: Any) -> None:
+        if job.name == "lat":
+            raw.rpush("bench:lat", time.time() - job.data["t"])
+
+    w = Worker("bench", proc, {"connection": URL})
+    done = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, done.set)
+    await done.wait()
+    await w.close()
+
+
+async def main() -> None:
+    op, n = op_n()
+    if op == "worker":
+        await run_worker()
+        return
+    q = Queue("bench", {"connection": URL})
+    if op == "single":
+        with Phase() as ph:
+            for i in range(n):
+                await q.add("noop", {"i": i})
+        emit(ph.result(n, api=API["single"]))
+    elif op in ("bulk", "memory", "drain"):
+        m0 = raw.info("memory")["used_memory"]
+        with Phase() as ph:
+            for s in range(0, n, 1000):
+                await q.addBulk([{"name": "noop", "data": {"i": i}} for i in range(s, min(n, s + 1000))])
+        if op == "bulk":
+            emit(ph.result(n, api=API["bulk"]))
+        elif op == "memory":
+            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+        else:
+            r = drain(n, lambda: int(raw.llen("bull:bench:wait")) + int(raw.llen("bull:bench:active")),
+                      lambda: worker([sys.executable, __file__, "worker", "0", URL]), stop)
+            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+                     life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
+            emit(r)
+    elif op == "latency":
+        w = worker([sys.executable, __file__, "worker", "0", URL])
+        await asyncio.sleep(2)
+        for _ in range(n):
+            await q.add("lat", {"t": time.time()})
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(1.5)
+        stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+    await q.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,66 @@
+"""celery driver: task.delay, group(...).apply_async(), `celery worker -P solo` (one process)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from celery import Celery, group
+
+API = {"single": "task.delay", "bulk": "group(signatures).apply_async() in chunks of 1000",
+       "worker": "celery worker -P solo (one process; defaults otherwise)"}
+BIN = os.path.dirname(sys.executable)
+app = Celery("celery_sys", broker=os.environ.get("BENCH_URL", URL))
+app.conf.task_default_queue = "bench"
+
+
+@app.task
+def noop(i: int) -> None:
+    pass
+
+
+@app.task
+def lat(t: float) -> None:
+    raw.rpush("bench:lat", time.time() - t)
+
+
+def main() -> None:
+    op, n = op_n()
+    cmd = [f"{BIN}/celery", "-A", "celery_sys", "worker", "-P", "solo", "-Q", "bench",
+           "--loglevel", "WARNING"]
+    noop.delay(0)  # warm the connection and declare the queue
+    raw.delete("bench")
+    if op == "single":
+        with Phase() as ph:
+            for i in range(n):
+                noop.delay(i)
+        emit(ph.result(n, api=API["single"]))
+    elif op in ("bulk", "memory", "drain"):
+        m0 = raw.info("memory")["used_memory"]
+        with Phase() as ph:
+            for s in range(0, n, 1000):
+                group(noop.s(i) for i in range(s, min(n, s + 1000))).apply_async()
+        if op == "bulk":
+            emit(ph.result(n, api=API["bulk"]))
+        elif op == "memory":
+            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+        else:
+            r = drain(n, lambda: int(raw.llen("bench")) + int(raw.hlen("unacked")), lambda: worker(cmd), stop)
+            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+                     life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
+            emit(r)
+    elif op == "latency":
+        w = worker(cmd)
+        time.sleep(3)
+        for _ in range(n):
+            lat.delay(time.time())
+            time.sleep(0.01)
+        time.sleep(1.5)
+        stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+
+
+if __name__ == "__main__":
+    main()
