@@ -1,0 +1,47 @@
+"""The Telegram bot: players play Codemojex in Telegram, through the queue.
+
+ingress     updates → ``cm.commands`` (serial lane per chat, id derived from update_id)
+webhook     the aiohttp webhook (secret header checked in constant time) ─┐ both feed
+polling     long polling with ``getUpdates`` ──────────────────────────────┘ the ingress
+commands    the command consumer: runs a command, admits replies onto ``cm.notify``
+telegram    the Telegram Delivery (aiogram ``Bot`` as a client), classifying each send
+ratebudget  the Valkey rate budget every notifier shares (30/s overall, 1/s per chat)
+standin     a local Bot API stand-in for tests and the demo (loopback only)
+runtime     ``BotApp``: the game's tree plus the bot's children
+inbound replies queries   pure parsing, texts and keyboards; the bot's two SQL reads
+
+Importing this package starts nothing and reads no environment.
+"""
+
+from codemojex.bot.commands import CommandWorker
+from codemojex.bot.inbound import Inbound, from_update, parse_command, update_job_id
+from codemojex.bot.ingress import COMMANDS_QUEUE, Ingress, commands_queue
+from codemojex.bot.polling import Poller
+from codemojex.bot.ratebudget import BudgetOptions, RateBudget
+from codemojex.bot.runtime import BotApp, BotSettings, ensure_rounds
+from codemojex.bot.standin import StandIn
+from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
+from codemojex.bot.webhook import WebhookServer, webhook_app
+
+__all__ = [
+    "COMMANDS_QUEUE",
+    "BotApp",
+    "BotSettings",
+    "BotState",
+    "BudgetOptions",
+    "CommandWorker",
+    "Inbound",
+    "Ingress",
+    "Poller",
+    "RateBudget",
+    "StandIn",
+    "TelegramDelivery",
+    "WebhookServer",
+    "commands_queue",
+    "ensure_rounds",
+    "from_update",
+    "make_bot",
+    "parse_command",
+    "update_job_id",
+    "webhook_app",
+]
