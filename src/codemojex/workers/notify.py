@@ -51,7 +51,11 @@ class RateLimited:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
+    """A failure that may pass. ``retry_ms``: the delivery's own backoff; None leaves it to
+    the consumer's policy (which grows with the attempt, and deferrals take attempts too)."""
+
     error: str
+    retry_ms: int | None = None
 
 
 DeliveryResult = Delivered | RateLimited | Failed
@@ -97,4 +101,4 @@ class NotifyWorker:
             return Ack()
         if isinstance(result, RateLimited):
             return Defer(delay_ms=max(1, result.retry_after_ms))
-        return Backoff(error=result.error)
+        return Backoff(error=result.error, delay_ms=result.retry_ms)
