@@ -6,11 +6,12 @@ One note, one ``sendMessage``, classified (docs/decisions/0007-telegram-client.m
 what happened                          result (→ the notify consumer's outcome)
 =====================================  ==========================================
 sent (200)                             Delivered → ack
-the shared rate budget says "not yet"  RateLimited(wait) → defer, no failure counted
-429 with ``retry_after``               RateLimited(retry_after) → defer, no failure
+the shared rate budget says "not yet"  waited out in the handler if ≤ ``max_wait_s`` (3 s),
+                                       else RateLimited(wait) → defer, no failure counted
+429 with ``retry_after``               likewise: waited out and sent again, or deferred
 403 (the user blocked the bot)         Delivered → ack; the chat is remembered
-5xx, network error, timeout            Failed → backoff (a failure, growing delay)
-any other API error (400 …)            Failed → backoff, dead at the attempt limit
+5xx, network error, timeout            Failed → backoff (a failure, 1 s, 2 s, 4 s …)
+any other API error (400 …)            Failed → backoff, dead at the failure limit
 =====================================  ==========================================
 
 Duplicates are kept to a minimum (delivery is at-least-once): after Telegram
@@ -24,7 +25,10 @@ lost on the network) can repeat a message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
+import time
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
@@ -32,9 +36,7 @@ from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import (
     TelegramAPIError,
     TelegramForbiddenError,
-    TelegramNetworkError,
     TelegramRetryAfter,
-    TelegramServerError,
 )
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
@@ -94,12 +96,25 @@ class BotState:
 class TelegramDelivery:
     """Sends notes to players' private chats through ``bot``, within ``budget``."""
 
-    def __init__(self, bot: Bot, budget: RateBudget, state: BotState) -> None:
+    def __init__(self, bot: Bot, budget: RateBudget, state: BotState, *, max_wait_s: float = 3.0) -> None:
         self.bot = bot
+        self.max_wait_s = max_wait_s  # waits longer than this defer the job (lease: 15 s)
+        self.retried_after = 0  # 429 answers seen
         self.budget = budget
         self.state = state
         self.sent = 0
         self.skipped = 0  # notes for players without a Telegram chat, or blocked chats
+        self._failures: dict[str, int] = {}
+
+    def _backoff_ms(self, note_id: str) -> int:
+        """1 s, 2 s, 4 s … (cap 60 s, ±20% jitter) by this process's failures of the note.
+
+        Counted here, not from the lease's attempt: every rate-budget deferral takes an
+        attempt too, so the attempt says nothing about how often sending failed."""
+        if len(self._failures) > 10_000:
+            self._failures.clear()
+        n = self._failures[note_id] = self._failures.get(note_id, 0) + 1
+        return int(min(60_000, 1000 * 2 ** (n - 1)) * random.uniform(0.8, 1.2))
 
     async def deliver(self, note_id: str, note: Note) -> DeliveryResult:
         chat = chat_for(note.player)
@@ -111,24 +126,36 @@ class TelegramDelivery:
         if await self.state.is_blocked(chat):
             self.skipped += 1
             return Delivered()
-        wait = await self.budget.acquire(chat)
-        if wait:
-            return RateLimited(wait)
-        try:
-            await self.bot.send_message(chat_id=chat, text=note.text,
-                                        reply_markup=markup(keyboard_for(note.kind)),
-                                        request_timeout=SEND_TIMEOUT_S)
-        except TelegramRetryAfter as exc:
-            return RateLimited(max(1, exc.retry_after) * 1000)
-        except TelegramForbiddenError:
-            log.info("chat %s blocked the bot; its notes are dropped until it writes again", chat)
-            await self.state.block(chat)
-            return Delivered()
-        except (TelegramServerError, TelegramNetworkError) as exc:
-            return Failed(f"{type(exc).__name__}: {exc}"[:500])
-        except TelegramAPIError as exc:
-            return Failed(f"{type(exc).__name__}: {exc}"[:500])
+        # Short waits (the budget's window, a 429 of a second or two) are waited out here,
+        # holding the lease; longer ones defer the job. Deferring every short wait would
+        # re-queue a serial lane's head behind the lane's backlog (see decision 0007).
+        deadline = time.monotonic() + self.max_wait_s
+        while True:
+            wait = await self.budget.acquire(chat)
+            if wait:
+                if time.monotonic() + wait / 1000 > deadline:
+                    return RateLimited(wait)
+                await asyncio.sleep(wait / 1000)
+                continue
+            try:
+                await self.bot.send_message(chat_id=chat, text=note.text,
+                                            reply_markup=markup(keyboard_for(note.kind)),
+                                            request_timeout=SEND_TIMEOUT_S)
+                break
+            except TelegramRetryAfter as exc:
+                self.retried_after += 1
+                after_ms = max(1, exc.retry_after) * 1000
+                if time.monotonic() + after_ms / 1000 > deadline:
+                    return RateLimited(after_ms)
+                await asyncio.sleep(after_ms / 1000)
+            except TelegramForbiddenError:
+                log.info("chat %s blocked the bot; its notes are dropped until it writes again", chat)
+                await self.state.block(chat)
+                return Delivered()
+            except TelegramAPIError as exc:  # 5xx, network, timeout, 400 …: a failure, backed off
+                return Failed(f"{type(exc).__name__}: {exc}"[:500], retry_ms=self._backoff_ms(note_id))
         self.sent += 1
+        self._failures.pop(note_id, None)
         try:
             await self.state.mark_sent(note_id)
         except Exception as exc:  # the message is out; a failed marker only risks a repeat
