@@ -1,0 +1,97 @@
+"""Kill -9 a notifier mid-send: the note is delivered at least once (when the send did not
+complete, it is sent again after the lease expires), and a notifier killed after the send
+but before the ack does not send again (the sent marker)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemojex.bot import BotState, BudgetOptions, RateBudget, StandIn, TelegramDelivery, make_bot
+from codemojex.service import Services
+from codemojex.service.codec import Note, encode
+from codemojex.workers import NotifyWorker
+from echomq import generate
+from echomq.consumer import Consumer, ConsumerOptions
+from tests.codemojex.botkit import namespace, user_id
+from tests.codemojex.game import eventually
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ConsumerOptions(beat_ms=50, lease_ms=1000)
+
+
+async def _child(mode: str, api: StandIn, services: Services, valkey_url: str) -> asyncio.subprocess.Process:
+    env = {**os.environ, "CMX_VALKEY_URL": valkey_url, "CMX_QUEUE": services.notifications.name,
+           "CMX_API_BASE": api.base, "CMX_TOKEN": api.token, "CMX_NS": namespace(services)}
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.codemojex.bot_child", mode,
+                                                env=env, cwd=ROOT)
+
+
+async def _drain_in_process(api: StandIn, services: Services, note_id: str) -> None:
+    opts = BudgetOptions(namespace=namespace(services), overall=100, per_chat=100, margin_ms=0)
+    bot = make_bot(api.token, api.base)
+    delivery = TelegramDelivery(bot, RateBudget(services.connector, opts),
+                                BotState(services.connector, opts.namespace))
+    consumer = Consumer(services.notifications, NotifyWorker(delivery).handle, options=FAST)
+    task = asyncio.create_task(consumer.run())
+
+    async def done() -> bool:
+        row = await services.notifications.job(note_id)
+        return row is not None and row["state"] == b"done"
+
+    try:
+        await eventually(done, what="the note to be finished by the second notifier")
+    finally:
+        consumer.stop()
+        await task
+        await bot.session.close()
+
+
+async def _admit(services: Services, chat: int, text: str) -> str:
+    note_id = generate("JOB")
+    await services.notifications.admit(note_id, encode(Note("bot", f"tg:{chat}", "", text)),
+                                       lane=f"tg:{chat}", serial=True)
+    return note_id
+
+
+async def test_a_notifier_killed_mid_send_delivers_at_least_once(services: Services, valkey_url: str) -> None:
+    chat = user_id()
+    async with StandIn() as api:
+        api.hold()  # the send arrives, its answer never leaves while the child lives
+        note_id = await _admit(services, chat, "mid-send")
+        child = await _child("plain", api, services, valkey_url)
+        try:
+            await asyncio.wait_for(api.arrived(), 20)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            assert await child.wait() == -signal.SIGKILL
+        api.release()
+        row = await services.notifications.job(note_id)
+        assert row is not None and row["state"] == b"active"  # never acked
+        await _drain_in_process(api, services, note_id)
+        texts = [r.text for r in api.requests]
+        assert texts == ["mid-send", "mid-send"]  # the interrupted send, then the re-run's
+        assert api.sent  # delivered
+
+
+async def test_a_notifier_killed_after_the_send_does_not_send_again(
+    services: Services, valkey_url: str
+) -> None:
+    chat = user_id()
+    async with StandIn() as api:
+        note_id = await _admit(services, chat, "after-send")
+        child = await _child("after-send", api, services, valkey_url)
+        assert await asyncio.wait_for(child.wait(), 30) == -signal.SIGKILL
+        row = await services.notifications.job(note_id)
+        assert row is not None and row["state"] == b"active"  # sent, but never acked
+        await _drain_in_process(api, services, note_id)
+        assert [r.text for r in api.requests] == ["after-send"]  # exactly once
+        row = await services.notifications.job(note_id)
+        assert row is not None and row["attempts"] == b"2"  # it did run again
