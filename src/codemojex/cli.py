@@ -56,6 +56,11 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
     sys.exit(0 if ok else 1)
 
 
+from codemojex.bot.cli import bot as _bot  # noqa: E402  (the subcommand lives with the bot)
+
+main.add_command(_bot)
+
+
 async def _play(valkey_url: str, pg_url: str, opts: object, console: Console) -> bool:
     from codemojex.pg import open_pool
     from codemojex.play import PlayOptions
