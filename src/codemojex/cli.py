@@ -31,7 +31,7 @@ def main() -> None:
 @click.option("--players", default=300, show_default=True, help="simulated players")
 @click.option("--guesses", default=5, show_default=True, help="guesses per player per round")
 @click.option("--rounds", default=3, show_default=True, help="rounds, one after another")
-@click.option("--round-seconds", default=8.0, show_default=True, help="how long each round is open")
+@click.option("--round-seconds", default=15.0, show_default=True, help="how long each round is open")
 @click.option("--price", default=10, show_default=True, help="coins per guess")
 @click.option("-v", "--verbose", is_flag=True, help="log what the consumers do")
 def play(players: int, guesses: int, rounds: int, round_seconds: float, price: int, verbose: bool) -> None:
