@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import CLASSIC, draw_secret, exact_positions, score
@@ -129,6 +130,10 @@ async def test_pay_is_idempotent_by_ref_and_by_winner(pool: AsyncConnectionPool)
     for _ in range(3):
         assert isinstance(await charge_guess(pool, player, round_id, new_id(), GUESS), Charged)
     ref = f"payout:{round_id}:{player}"
+    with pytest.raises(ValueError, match="pay after close"):
+        await pay(pool, round_id, player, 30, ref)
+    assert await close_round(pool, round_id) == "closed"
+    assert (await get_round(pool, round_id)).pot == 30  # type: ignore[union-attr]
     assert await pay(pool, round_id, player, 30, ref) == Paid(ref, 100)
     assert await pay(pool, round_id, player, 30, ref) == AlreadyPaid(ref)
     assert await pay(pool, round_id, player, 30, "other-ref") == AlreadyPaid(ref)
@@ -187,4 +192,26 @@ async def test_settlement_pays_the_pot_once(pool: AsyncConnectionPool) -> None:
     rnd = await get_round(pool, round_id)
     assert rnd is not None
     assert (rnd.state, rnd.pot) == ("settled", 0)
+    assert (await audit(pool)).ok
+
+
+async def test_close_waits_for_charges_in_flight_and_fixes_the_pot(pool: AsyncConnectionPool) -> None:
+    players = [await _player(pool, 100) for _ in range(40)]
+    round_id = await _round(pool)
+
+    async def charge(p: str) -> object:
+        return await charge_guess(pool, p, round_id, new_id(), GUESS)
+
+    tasks = [asyncio.create_task(charge(p)) for p in players]
+    await asyncio.sleep(0)  # let some charges start before the close
+    state = await close_round(pool, round_id)
+    results = await asyncio.gather(*tasks)
+    assert state == "closed"
+    charged = [r for r in results if isinstance(r, Charged)]
+    refused = [r for r in results if isinstance(r, RoundRefused)]
+    assert len(charged) + len(refused) == 40
+    assert all(r.reason is Reason.CLOSED for r in refused)
+    rnd = await get_round(pool, round_id)
+    assert rnd is not None
+    assert rnd.pot == 10 * len(charged)  # every charge that committed, none that did not
     assert (await audit(pool)).ok

@@ -24,7 +24,7 @@ class Audit:
     unbalanced_refs: int  # movements whose legs do not sum to zero
     negative_balances: int
     balance_mismatches: int  # players whose balance differs from their ledger legs
-    pot_mismatches: int  # rounds whose pot differs from their ledger legs
+    pot_mismatches: int  # closed rounds whose pot differs from their ledger legs
     charged_guesses: int
     scored_guesses: int
     duplicate_payouts: int  # (round, player) pairs paid more than once
@@ -48,7 +48,7 @@ SELECT
   (SELECT count(*) FROM players WHERE balance < 0),
   (SELECT count(*) FROM players p WHERE p.balance <> coalesce(
       (SELECT sum(amount) FROM ledger l WHERE l.account = 'player:' || p.id), 0)),
-  (SELECT count(*) FROM rounds r WHERE r.pot <> coalesce(
+  (SELECT count(*) FROM rounds r WHERE r.state <> 'open' AND r.pot <> coalesce(
       (SELECT sum(amount) FROM ledger l WHERE l.account = 'round:' || r.id), 0)),
   (SELECT count(*) FROM guesses),
   (SELECT count(*) FROM guesses WHERE score IS NOT NULL),

@@ -100,10 +100,12 @@ async def charge_guess(
 
     One transaction: ``SELECT … FOR UPDATE`` the player row, check the round
     (open, within its window on the *server* clock), check the balance, debit
-    the player, credit the round's pot, write the ledger pair with ref
+    the player, credit the round's pot account, write the ledger pair with ref
     ``guess:<id>`` and insert the guess (``admitted_at`` NULL, for the relay).
     ``price`` defaults to the round's ``guess_price``. A refusal changes nothing;
-    a retry with the same ``guess_id`` returns :class:`AlreadyCharged`.
+    a retry with the same ``guess_id`` returns :class:`AlreadyCharged`. The round row
+    is only share-locked, so one round's charges do not queue behind each other; the
+    ``rounds.pot`` column is written when the round closes (the sum of its ledger legs).
     """
     if price is not None:
         _positive(price, "price")
@@ -117,8 +119,10 @@ async def charge_guess(
         if await cur.fetchone() is not None:
             return AlreadyCharged(guess_id)
         cur = await conn.execute(
+            # FOR SHARE: charges of one round run side by side; closing the round takes
+            # FOR UPDATE, so it waits for the charges in flight and refuses later ones.
             "SELECT state, now() < opens_at, now() >= closes_at, guess_price"
-            " FROM rounds WHERE id = %s FOR NO KEY UPDATE",
+            " FROM rounds WHERE id = %s FOR SHARE",
             (round_id,),
         )
         rnd = await cur.fetchone()
@@ -140,7 +144,6 @@ async def charge_guess(
         )
         row = await cur.fetchone()
         assert row is not None
-        await conn.execute("UPDATE rounds SET pot = pot + %s WHERE id = %s", (amount, round_id))
         await conn.execute(
             "INSERT INTO guesses (id, round_id, player_id, emojis, charged) VALUES (%s, %s, %s, %s, %s)",
             (guess_id, round_id, player, list(emojis), amount),
@@ -183,10 +186,17 @@ async def pay_on(
     ref: str,
     guess_id: str | None = None,
 ) -> Paid | AlreadyPaid | UnknownPlayer:
-    """:func:`pay` inside the caller's open transaction (settlement pays many in one)."""
+    """:func:`pay` inside the caller's open transaction (settlement pays many in one).
+
+    Pays only from a round that is no longer open (its pot is fixed at close);
+    paying from an open round is a programming error and raises ValueError.
+    """
     _positive(amount, "amount")
     if await _lock_player(conn, player) is None:
         return UnknownPlayer(player)
+    cur = await conn.execute("SELECT state FROM rounds WHERE id = %s FOR UPDATE", (round_id,))
+    if (state := await cur.fetchone()) is None or state[0] == "open":
+        raise ValueError(f"round {round_id!r} is {'open' if state else 'unknown'}: pay after close")
     # Under the player lock no other payout to this player can interleave.
     cur = await conn.execute(
         "SELECT ref FROM payouts WHERE round_id = %s AND player_id = %s", (round_id, player)

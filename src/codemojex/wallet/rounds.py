@@ -98,7 +98,11 @@ async def create_round(
 async def get_round(pool: AsyncConnectionPool, round_id: str) -> Round | None:
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT id, emoji_set, secret, opens_at, closes_at, state, guess_price, pot"
+            # An open round's pot is the sum of its ledger legs so far; the column is
+            # written when the round closes.
+            "SELECT id, emoji_set, secret, opens_at, closes_at, state, guess_price,"
+            " CASE WHEN state = 'open' THEN (SELECT coalesce(sum(amount), 0) FROM ledger"
+            " WHERE account = 'round:' || rounds.id) ELSE pot END"
             " FROM rounds WHERE id = %s",
             (round_id,),
         )
@@ -111,14 +115,24 @@ async def get_round(pool: AsyncConnectionPool, round_id: str) -> Round | None:
 async def close_round(pool: AsyncConnectionPool, round_id: str) -> str | None:
     """Move an open round to ``closed``; return its state afterwards (None: no round).
 
-    After this commits no charge can add to the pot: charges take the round's
-    row lock and refuse a round that is not open.
+    After this commits no charge can add to the pot: charges share-lock the round's
+    row and refuse a round that is not open; the close waits for those in flight.
     """
     async with pool.connection() as conn, conn.transaction():
-        await conn.execute("UPDATE rounds SET state = 'closed' WHERE id = %s AND state = 'open'", (round_id,))
-        cur = await conn.execute("SELECT state FROM rounds WHERE id = %s", (round_id,))
+        # First wait for the charges in flight (they share-lock the row), then, in a new
+        # statement (so a new snapshot that sees them all), close and fix the pot.
+        cur = await conn.execute("SELECT state FROM rounds WHERE id = %s FOR UPDATE", (round_id,))
         row = await cur.fetchone()
-        return None if row is None else str(row[0])
+        if row is None:
+            return None
+        if row[0] != "open":
+            return str(row[0])
+        await conn.execute(
+            "UPDATE rounds SET state = 'closed', pot = (SELECT coalesce(sum(amount), 0)"
+            " FROM ledger WHERE account = 'round:' || rounds.id) WHERE id = %s",
+            (round_id,),
+        )
+        return "closed"
 
 
 async def record_score(
