@@ -83,6 +83,23 @@ class ConsumerStats:
     errors: int = 0  # transient server errors ridden out
 
 
+async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait until all have ended.
+
+    A cancellation can be lost inside a library (on Python 3.11 one that races a
+    completion inside ``wait_for``/``timeout`` is swallowed), so a task still running
+    after a second is cancelled again rather than waited on forever.
+    """
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieve it: an aux loop's failure was already logged
+
+
 class Consumer:
     """Drain ``queue`` with ``handler``; run with ``await consumer.run()``."""
 
@@ -105,6 +122,7 @@ class Consumer:
         self._slot_free = asyncio.Event()
         self._stopping = asyncio.Event()
         self._beats = 0
+        self._closed = False
 
     # ------------------------------------------------------------ public
     async def run(self) -> None:
@@ -117,15 +135,9 @@ class Consumer:
             await self._claim_loop()
             await self._drain()
         finally:
-            for task in aux:
-                task.cancel()
-            for task in aux:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            for task in list(self._running):
-                task.cancel()
-            if self._running:
-                await asyncio.gather(*self._running, return_exceptions=True)
+            self._closed = True  # the aux loops check it too: a cancel alone can be lost
+            await _cancel_and_wait(aux)
+            await _cancel_and_wait(list(self._running))
 
     def stop(self) -> None:
         """Stop claiming; :meth:`run` returns once running handlers are done (or cancelled)."""
@@ -280,7 +292,7 @@ class Consumer:
 
     async def _heartbeats(self) -> None:
         o = self.options
-        while True:
+        while not self._closed:
             await asyncio.sleep(o.beat_ms / 1000)
             running = [(t, x) for t, x in self._running.items() if x.id not in self._finishing]
             if not running:
@@ -302,7 +314,7 @@ class Consumer:
     async def _maintain(self) -> None:
         o, q = self.options, self.queue
         token = f"{self.name}:{id(self)}"
-        while True:
+        while not self._closed:
             await asyncio.sleep(o.beat_ms / 1000)
             try:
                 got = await q.connector.command("SET", q.keys["maint"], token, "NX", "PX", o.beat_ms)
@@ -322,12 +334,12 @@ class Consumer:
 
     async def _listen(self) -> None:
         """Set the wake event whenever the queue's pending set stops being empty."""
-        while True:
+        while not self._closed:
             pubsub: Any = None
             try:
                 # On a cluster: the node owning the channel's slot, found again after failover.
                 pubsub = await self.queue.connector.wake_subscription(self.queue.keys["wake"])
-                while True:
+                while not self._closed:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if msg is not None:
                         self._wake.set()

@@ -54,7 +54,8 @@ async def main(mode: str, args: list[str]) -> None:
             rounds_mod.settle_round = die  # type: ignore[assignment]
 
     async def handler(lease: Lease) -> Outcome:
-        await real(lease)
+        outcome = await real(lease)
+        print(f"handled {lease.id} attempt {lease.attempt}: {outcome!r}", file=sys.stderr, flush=True)
         die()
         return None
 
