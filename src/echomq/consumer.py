@@ -24,10 +24,14 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import inspect
 import logging
 import os
+import queue as queue_mod
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -58,7 +62,10 @@ class ConsumerOptions:
 
     beat_ms: int = 100
     lease_ms: int = 10_000
-    concurrency: int = 16
+    # Jobs in flight; also the most jobs one claim takes, so it sets the batch size of
+    # the drain loop (docs/decisions/0008-drain-path.md). A plain-function handler gets
+    # one worker thread per slot.
+    concurrency: int = 32
     grace_s: float = 10.0
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     maintenance: bool = True
@@ -81,6 +88,65 @@ class ConsumerStats:
     lost: int = 0  # leases found lost: outcome discarded
     stale: int = 0  # finishes refused by the fence
     errors: int = 0  # transient server errors ridden out
+
+
+class _Threads:
+    """One worker thread per slot for plain-function handlers.
+
+    ``asyncio.to_thread`` costs ~35 µs of client CPU per call here and its default
+    executor has only ``cpu_count + 4`` threads (6 on this machine, fewer than the
+    slots). These threads take work from a C ``SimpleQueue`` and hand results back in
+    batches: one ``call_soon_threadsafe`` wakes the loop for every result that landed
+    meanwhile (~16 µs per call). A handler still has a thread of its own while it runs,
+    so a blocking handler never delays another one or the heartbeats.
+    """
+
+    def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._todo: queue_mod.SimpleQueue[Any] = queue_mod.SimpleQueue()
+        self._done: collections.deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = (
+            collections.deque())
+        self._threads = [threading.Thread(target=self._work, name=f"echomq-handler-{i}", daemon=True)
+                         for i in range(size)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[[Lease], Any], lease: Lease) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._todo.put((fut, fn, lease, contextvars.copy_context()))
+        return fut
+
+    def _work(self) -> None:
+        todo, done = self._todo, self._done
+        while True:
+            item = todo.get()
+            if item is None:
+                return
+            fut, fn, lease, ctx = item
+            try:
+                result, error = ctx.run(fn, lease), None
+            except BaseException as exc:  # handed to the awaiting task, as to_thread would
+                result, error = None, exc
+            done.append((fut, result, error))
+            if len(done) == 1:  # the loop drains everything queued, so one wake-up suffices
+                with contextlib.suppress(RuntimeError):  # loop closed: nobody is waiting
+                    self._loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        done = self._done
+        while done:
+            fut, result, error = done.popleft()
+            if fut.done():  # cancelled: the lease was lost or the consumer stopped
+                continue
+            if error is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(error)
+
+    def close(self) -> None:
+        """Let the threads exit once their current handler returns."""
+        for _ in self._threads:
+            self._todo.put(None)
 
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
@@ -118,8 +184,9 @@ class Consumer:
         self._finishing: set[str] = set()  # handler done, outcome being written: no heartbeat
         self._acks: list[tuple[Lease, bytes, asyncio.Future[Completion]]] = []
         self._flushers: set[asyncio.Task[None]] = set()
-        self._wake = asyncio.Event()
-        self._slot_free = asyncio.Event()
+        self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
+        self._pumping = False
+        self._threads: _Threads | None = None
         self._stopping = asyncio.Event()
         self._beats = 0
         self._closed = False
@@ -131,10 +198,20 @@ class Consumer:
                asyncio.create_task(self._listen(), name=f"{self.name}:wake")]
         if self.options.maintenance:
             aux.append(asyncio.create_task(self._maintain(), name=f"{self.name}:maint"))
+        if not self._is_async:
+            self._threads = _Threads(self.options.concurrency, asyncio.get_running_loop())
         try:
-            await self._claim_loop()
+            self._pumping = True
+            try:
+                await self._pump()
+            finally:
+                self._pumping = False
+                if self._acks:
+                    self._spawn_flush()
             await self._drain()
         finally:
+            if self._threads is not None:
+                self._threads.close()
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await _cancel_and_wait(aux)
             await _cancel_and_wait(list(self._running))
@@ -142,45 +219,71 @@ class Consumer:
     def stop(self) -> None:
         """Stop claiming; :meth:`run` returns once running handlers are done (or cancelled)."""
         self._stopping.set()
-        self._wake.set()
+        self._kick.set()
 
     @property
     def in_flight(self) -> int:
         return len(self._running)
 
     # ------------------------------------------------------------ loops
-    async def _claim_loop(self) -> None:
-        o = self.options
+    async def _pump(self) -> None:
+        """The drain loop: one flush per turn completes the finished jobs, claims as many
+        jobs as there are free slots (from ids peeked by the previous flush) and peeks the
+        next candidates (docs/decisions/0008-drain-path.md)."""
+        o, q = self.options, self.queue
+        window = 2 * o.concurrency + 16  # room to skip jobs of busy serial lanes
+        cands: list[bytes] = []
+        fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
         delay = 0.05
         while not self._stopping.is_set():
-            free = o.concurrency - len(self._running)
-            if free <= 0:
-                self._slot_free.clear()
-                await self._wait(self._slot_free, o.beat_ms / 1000)
+            free = o.concurrency - len(self._running) + len(self._acks)
+            if not self._acks and (free <= 0 or (fresh and not cands)):
+                self._kick.clear()
+                await self._wait(self._kick, o.beat_ms / 1000)
+                fresh = False  # woken or polled: look at pending again
+                if self._stopping.is_set():
+                    break
+                await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
                 continue
+            acks, self._acks = self._acks, []
+            count = max(free, 0) if cands else 0
+            tried = cands if count else None
             try:
-                self._wake.clear()
-                leases = await self.queue.claim(free, lease_ms=o.lease_ms)
-                delay = 0.05
+                done, leases, cands = await q.settle(
+                    [(x, r) for x, r, _ in acks], count=count, lease_ms=o.lease_ms,
+                    candidates=cands, window=window)
+                fresh, delay = True, 0.05
             except Exception as exc:
+                for _, _, fut in acks:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                cands, fresh = [], False
                 if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
                     raise
                 self.stats.errors += 1
-                log.warning("%s: claim failed (%r); retrying in %.2fs", self.name, exc, delay)
+                log.warning("%s: drain flush failed (%r); retrying in %.2fs", self.name, exc, delay)
                 await self._wait(self._stopping, delay)
                 delay = min(delay * 2, 2.0)
                 continue
+            for (_, _, fut), verdict in zip(acks, done, strict=True):
+                if not fut.done():
+                    fut.set_result(verdict)
             self.stats.claimed += len(leases)
             for lease in leases:
                 task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
                 self._running[task] = lease
                 task.add_done_callback(self._done)
-            if not leases:
-                await self._wait(self._wake, o.beat_ms / 1000)
+            if tried is not None and not leases and cands == tried:
+                # Nothing claimable moved (e.g. every candidate waits on a busy serial lane):
+                # idle until a job finishes, a wake-up or the beat, as a poll would.
+                self._kick.clear()
+                await self._wait(self._kick, o.beat_ms / 1000)
+                fresh = False
+            await asyncio.sleep(0)  # let the acked tasks finish (their slots free up)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.pop(task, None)
-        self._slot_free.set()
+        self._kick.set()
 
     @staticmethod
     async def _wait(event: asyncio.Event, seconds: float) -> None:
@@ -203,7 +306,8 @@ class Consumer:
             else:
                 # A blocking handler runs in a worker thread so heartbeats keep going. If its
                 # lease is lost the thread cannot be stopped, but its outcome is discarded.
-                outcome = await asyncio.to_thread(self.handler, lease)  # type: ignore[arg-type]
+                assert self._threads is not None
+                outcome = await self._threads.submit(self.handler, lease)
         except asyncio.CancelledError:
             if lease.id in self._lost:
                 self._lost.discard(lease.id)
@@ -226,14 +330,18 @@ class Consumer:
         fails, every waiter sees the error and retries on its own (a resent finish that
         had landed reports STALE, never a second completion).
         """
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Completion] = loop.create_future()
+        fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self._acks.append((lease, result, fut))
-        if len(self._acks) == 1:
-            task = loop.create_task(self._flush_acks())
-            self._flushers.add(task)
-            task.add_done_callback(self._flushers.discard)
+        if self._pumping:
+            self._kick.set()  # the drain loop sends it with its next flush
+        elif len(self._acks) == 1:
+            self._spawn_flush()
         return await fut
+
+    def _spawn_flush(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._flush_acks())
+        self._flushers.add(task)
+        task.add_done_callback(self._flushers.discard)
 
     async def _flush_acks(self) -> None:
         await asyncio.sleep(0)  # let the handlers that finish in this turn join the flush
@@ -342,7 +450,7 @@ class Consumer:
                 while not self._closed:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if msg is not None:
-                        self._wake.set()
+                        self._kick.set()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

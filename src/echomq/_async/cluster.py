@@ -328,6 +328,16 @@ class AsyncClusterConnector:
         replies, _ = await self._grouped(calls, run)
         return replies
 
+    async def flush(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
+        """Script calls, then plain read commands; replies in order (see AsyncConnector.flush).
+
+        On a cluster the calls go as one pipeline per node and the reads follow one by one.
+        """
+        replies = await self.pipeline(calls) if calls else []
+        for read in reads:
+            replies.append(await self.command(*read))
+        return replies
+
     async def pipeline_wait(self, calls: Sequence[Call], *, replicas: int,
                             timeout_ms: int) -> tuple[list[Any], list[int]]:
         """Run calls, then ``WAIT replicas timeout_ms`` on each node, on the connection

@@ -195,6 +195,50 @@ class AsyncConnector:
             out += await self._retrying(self._pipeline_once, calls[start : start + step])
         return out
 
+    async def _flush_once(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]],
+                          depth: int = 0) -> list[Any]:
+        if self.wire is None:
+            pipe = self.client.pipeline(transaction=False)
+            for script, keys, args in calls:
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            for read in reads:
+                pipe.execute_command(*read)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        else:
+            buf = b"".join([*(_wire.pack_evalsha(s.sha, k, a) for s, k, a in calls),
+                            *(_wire.pack_command(*r) for r in reads)])
+            replies = await self.wire.run([(buf, len(calls) + len(reads))])
+        missing = [i for i in range(len(calls)) if isinstance(replies[i], rex.NoScriptError)]
+        if missing and depth < 3:
+            # Those calls did not run: load their scripts once, send only them (and the reads,
+            # so they see the effects of every call) again.
+            for script in {calls[i][0].sha: calls[i][0] for i in missing}.values():
+                await self.client.execute_command("SCRIPT", "LOAD", script.source)
+            again = await self._flush_once([calls[i] for i in missing], reads, depth + 1)
+            for i, reply in zip(missing, again[: len(missing)], strict=True):
+                replies[i] = reply
+            replies[len(calls):] = again[len(missing):]
+        for reply in replies:
+            if isinstance(reply, Exception) and is_transient(reply):
+                raise reply
+        return replies
+
+    async def flush(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
+        """Script calls, then plain read commands, in one flush: one round trip.
+
+        Replies in order (calls, then reads); a script's error reply is returned in its
+        place. On a transient failure the whole flush is sent again (scripts are
+        idempotent or fenced: a resent finish reports STALE, a resent claim skips what it
+        already leased; such leases expire and are reaped, the at-least-once contract).
+        The consumer's drain loop uses it to complete, claim and peek in one round trip
+        (docs/decisions/0008-drain-path.md).
+        """
+        for script, keys, args in calls:
+            script.check(len(keys), len(args))
+        if not calls and not reads:
+            return []
+        return list(await self._retrying(self._flush_once, calls, reads))
+
     async def server_time_ms(self) -> int:
         """The server's clock in milliseconds (for tests and diagnostics, never for leases)."""
         sec, usec = await self.command("TIME")

@@ -328,6 +328,16 @@ class ClusterConnector:
         replies, _ = self._grouped(calls, run)
         return replies
 
+    def flush(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
+        """Script calls, then plain read commands; replies in order (see Connector.flush).
+
+        On a cluster the calls go as one pipeline per node and the reads follow one by one.
+        """
+        replies = self.pipeline(calls) if calls else []
+        for read in reads:
+            replies.append(self.command(*read))
+        return replies
+
     def pipeline_wait(self, calls: Sequence[Call], *, replicas: int,
                             timeout_ms: int) -> tuple[list[Any], list[int]]:
         """Run calls, then ``WAIT replicas timeout_ms`` on each node, on the connection

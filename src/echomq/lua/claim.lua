@@ -25,33 +25,35 @@ local now = now_ms()
 local deadline = now + lease
 local out = {}
 local leased = 0
-local vtime = tonumber(redis.call('HGET', KEYS[4], 'vtime') or '0')
-local top = vtime
+local vtime -- read only when a laned job is leased (unlaned jobs score 0 and never move it)
+local top = 0
+local active = {} -- ZADD arguments, sent in one call per 256 leases
 for i = 1, #ARGV - 2 do
   if leased >= count then break end
   local id, job = ARGV[i + 2], KEYS[i + 5]
-  local score = redis.call('ZSCORE', KEYS[1], id)
-  if score then
-    local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload')
-    local lane, serial = row[2], row[3]
-    local busy = false
-    if serial == '1' then
-      local holder = redis.call('HGET', KEYS[5], lane)
-      busy = holder and holder ~= id
-    end
-    if not row[1] then
-      redis.call('ZREM', KEYS[1], id) -- a pending entry without a row cannot run; drop it
-    elseif not busy then
-      redis.call('ZREM', KEYS[1], id)
-      local attempt = redis.call('HINCRBY', job, 'attempts', 1)
-      redis.call('HSET', job, 'state', 'active')
-      redis.call('ZADD', KEYS[2], deadline, id)
+  local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts')
+  local lane, serial = row[2], row[3]
+  if not row[1] then
+    redis.call('ZREM', KEYS[1], id) -- a pending entry without a row cannot run; drop it
+  elseif not (serial == '1' and (redis.call('HGET', KEYS[5], lane) or id) ~= id) then
+    -- ZSCORE only for a laned job (its tag); otherwise ZREM's reply says it was pending.
+    local score = lane and redis.call('ZSCORE', KEYS[1], id)
+    if (score or not lane) and redis.call('ZREM', KEYS[1], id) == 1 then
+      local attempt = tonumber(row[5] or '0') + 1
+      redis.call('HSET', job, 'state', 'active', 'attempts', attempt)
+      active[#active + 1] = deadline
+      active[#active + 1] = id
+      if #active >= 512 then
+        redis.call('ZADD', KEYS[2], unpack(active))
+        active = {}
+      end
       if lane then
         if serial == '1' then redis.call('HSET', KEYS[5], lane, id) end
         if redis.call('HGET', KEYS[3], lane) == score then redis.call('HDEL', KEYS[3], lane) end
+        vtime = vtime or tonumber(redis.call('HGET', KEYS[4], 'vtime') or '0')
+        score = tonumber(score)
+        if score > top then top = score end
       end
-      score = tonumber(score)
-      if score > top then top = score end
       leased = leased + 1
       out[#out + 1] = id
       out[#out + 1] = attempt
@@ -61,5 +63,6 @@ for i = 1, #ARGV - 2 do
     end
   end
 end
-if top > vtime then redis.call('HSET', KEYS[4], 'vtime', fmt(top)) end
+if #active > 0 then redis.call('ZADD', KEYS[2], unpack(active)) end
+if vtime and top > vtime then redis.call('HSET', KEYS[4], 'vtime', fmt(top)) end
 return out

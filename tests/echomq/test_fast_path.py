@@ -1,0 +1,152 @@
+"""The drain path (docs/decisions/0008-drain-path.md): settle, complete_batch, the
+consumer's batched claims and its handler threads. Each keeps the guarantees of the
+one-call-per-job path: per-job verdicts, the fence, declared keys, server time."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import redis
+
+from echomq import AsyncQueue, Completion, Lease, QueueOptions, generate
+from echomq.consumer import Consumer, ConsumerOptions
+from tests.echomq.invariants import assert_consistent
+from tests.echomq.test_claim_plane import wait_for
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+async def _fill(queue: AsyncQueue, n: int) -> list[str]:
+    ids = [jid() for _ in range(n)]
+    await queue.enqueue_many([(i, b"p" + i.encode()) for i in ids])
+    return ids
+
+
+async def test_settle_peeks_then_claims_in_admission_order(queue: AsyncQueue) -> None:
+    ids = await _fill(queue, 10)
+    done, leases, cands = await queue.settle([], count=0, lease_ms=5000, candidates=[], window=4)
+    assert (done, leases) == ([], [])
+    assert [c.decode() for c in cands] == ids[:4]
+    done, leases, cands = await queue.settle([], count=3, lease_ms=5000, candidates=cands, window=4)
+    assert [x.id for x in leases] == ids[:3]
+    assert all(x.attempt == 1 and x.payload == b"p" + x.id.encode() for x in leases)
+    # The peek ran after the claim: the next candidates start after what was leased.
+    assert [c.decode() for c in cands] == ids[3:7]
+
+
+async def test_settle_completes_claims_and_peeks_in_one_flush(queue: AsyncQueue,
+                                                             raw: redis.Redis) -> None:
+    ids = await _fill(queue, 6)
+    cands: list[bytes] = [i.encode() for i in ids]
+    _, first, cands = await queue.settle([], count=2, lease_ms=5000, candidates=cands, window=10)
+    done, second, cands = await queue.settle(
+        [(first[0], b"r"), (first[1], b"")], count=2, lease_ms=5000, candidates=cands, window=10)
+    assert done == [Completion.COMPLETED, Completion.COMPLETED]
+    assert [x.id for x in second] == ids[2:4]
+    assert [c.decode() for c in cands] == ids[4:]
+    assert (await queue.job(ids[0]) or {})["result"] == b"r"
+    states = assert_consistent(raw, queue.name)
+    assert [states[i] for i in ids] == ["done", "done", "active", "active", "pending", "pending"]
+
+
+async def test_stale_candidates_are_skipped_not_claimed_twice(queue: AsyncQueue) -> None:
+    ids = await _fill(queue, 4)
+    cands = [i.encode() for i in ids]
+    (taken,) = await queue.claim(1, lease_ms=5000)  # another consumer takes the head
+    _, leases, _ = await queue.settle([], count=4, lease_ms=5000, candidates=cands, window=0)
+    assert taken.id == ids[0]
+    assert [x.id for x in leases] == ids[1:]
+
+
+async def test_complete_batch_verdicts_are_per_attempt_and_fenced(queue: AsyncQueue) -> None:
+    await _fill(queue, 3)
+    a, b, c = await queue.claim(3, lease_ms=5000)
+    old_b = Lease(queue=b.queue, id=b.id, attempt=b.attempt + 1, payload=b"", lane=None,
+                  deadline_ms=b.deadline_ms)  # a wrong token: refused, nothing changes
+    got = await queue.complete_many([a, old_b, c, a])
+    assert got == [Completion.COMPLETED, Completion.STALE, Completion.COMPLETED, Completion.STALE]
+    assert await queue.complete(b) is Completion.COMPLETED
+    assert (await queue.stats()).done == 3
+
+
+async def test_complete_batch_refuses_an_expired_lease(queue: AsyncQueue) -> None:
+    await _fill(queue, 2)
+    short, = await queue.claim(1, lease_ms=30)
+    live, = await queue.claim(1, lease_ms=5000)
+    await asyncio.sleep(0.08)
+    assert await queue.complete_many([short, live]) == [Completion.STALE, Completion.COMPLETED]
+
+
+async def test_complete_many_spans_several_script_calls(conn, qname: str,  # type: ignore[no-untyped-def]
+                                                        raw: redis.Redis) -> None:
+    queue = AsyncQueue(conn, qname, options=QueueOptions(keep_done_ms=0))
+    await _fill(queue, 600)  # more than one complete_batch call (256 each)
+    leases = await queue.claim(600, lease_ms=30_000, window=600)
+    assert len(leases) == 600
+    assert set(await queue.complete_many(leases)) == {Completion.COMPLETED}
+    assert (await queue.stats()).done == 0  # keep_ms 0: rows deleted at once
+    assert assert_consistent(raw, qname) == {}
+
+
+async def test_complete_batch_survives_script_flush(queue: AsyncQueue, raw: redis.Redis) -> None:
+    await _fill(queue, 3)
+    leases = await queue.claim(3, lease_ms=5000)
+    raw.script_flush()
+    done, more, _ = await queue.settle([(x, b"") for x in leases], count=0, lease_ms=5000,
+                                       candidates=[], window=5)
+    assert done == [Completion.COMPLETED] * 3 and more == []
+
+
+async def test_consumer_claims_in_batches(queue: AsyncQueue, raw: redis.Redis) -> None:
+    await _fill(queue, 400)
+    claims: list[int] = []
+    settle = queue.settle
+
+    async def spy(*a, **kw):  # type: ignore[no-untyped-def]
+        out = await settle(*a, **kw)
+        if out[1]:
+            claims.append(len(out[1]))
+        return out
+
+    queue.settle = spy  # type: ignore[method-assign]
+
+    async def handler(lease: Lease) -> None:
+        return None
+
+    consumer = Consumer(queue, handler, options=ConsumerOptions(concurrency=32))
+    task = asyncio.create_task(consumer.run())
+    try:
+        await wait_for(lambda: _done(queue, 400))
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)
+    assert consumer.stats.completed == 400 and consumer.stats.stale == 0
+    assert max(claims) == 32 and sum(claims) == 400
+    assert len(claims) <= 400 // 8  # not one job per claim
+    assert set(assert_consistent(raw, queue.name).values()) == {"done"}
+
+
+async def test_sync_handlers_run_on_one_thread_per_slot(queue: AsyncQueue) -> None:
+    await _fill(queue, 12)
+    gate = threading.Barrier(12, timeout=5)  # passes only if 12 handlers block at once
+    names: set[str] = set()
+
+    def handler(lease: Lease) -> None:
+        names.add(threading.current_thread().name)
+        gate.wait()
+
+    consumer = Consumer(queue, handler, options=ConsumerOptions(concurrency=12))
+    task = asyncio.create_task(consumer.run())
+    try:
+        await wait_for(lambda: _done(queue, 12))
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)
+    assert consumer.stats.completed == 12 and len(names) == 12
+
+
+async def _done(queue: AsyncQueue, n: int) -> bool:
+    return (await queue.stats()).done == n
