@@ -50,8 +50,10 @@ async def _drain_in_process(api: StandIn, services: Services, note_id: str) -> N
         await eventually(done, what="the note to be finished by the second notifier")
     finally:
         consumer.stop()
-        await task
-        await bot.session.close()
+        try:
+            await asyncio.wait_for(task, 15)  # grace 10 s, then its handlers are cancelled
+        finally:
+            await bot.session.close()
 
 
 async def _admit(services: Services, chat: int, text: str) -> str:

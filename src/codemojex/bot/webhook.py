@@ -74,7 +74,7 @@ class WebhookServer:
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
-        runner = web.AppRunner(self.app, access_log=None)
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.port)
