@@ -186,6 +186,7 @@ class Consumer:
         self._flushers: set[asyncio.Task[None]] = set()
         self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
         self._pumping = False
+        self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._threads: _Threads | None = None
         self._stopping = asyncio.Event()
         self._beats = 0
@@ -243,7 +244,12 @@ class Consumer:
                 fresh = False  # woken or polled: look at pending again
                 if self._stopping.is_set():
                     break
-                await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
+                if self._hints and not cands:
+                    # Woken with the new job's id: claim it in the same flush as the peek,
+                    # one round trip from the wake-up to the lease (the script re-checks it).
+                    cands, self._hints = self._hints[-o.concurrency:], []
+                else:
+                    await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
                 continue
             acks, self._acks = self._acks, []
             count = max(free, 0) if cands else 0
@@ -450,6 +456,9 @@ class Consumer:
                 while not self._closed:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if msg is not None:
+                        data = msg.get("data")
+                        if isinstance(data, bytes) and data.startswith(b"JOB") and len(self._hints) < 64:
+                            self._hints.append(data)
                         self._kick.set()
             except asyncio.CancelledError:
                 raise

@@ -150,3 +150,53 @@ async def test_sync_handlers_run_on_one_thread_per_slot(queue: AsyncQueue) -> No
 
 async def _done(queue: AsyncQueue, n: int) -> bool:
     return (await queue.stats()).done == n
+
+
+async def test_wake_message_carries_the_id_and_the_woken_claim_needs_no_peek(
+        queue: AsyncQueue) -> None:
+    sub = await queue.connector.wake_subscription(queue.keys["wake"])
+    try:
+        a, b = jid(), jid()
+        await queue.enqueue(a, b"")
+        await queue.enqueue(b, b"")  # pending was not empty: no message
+        msg = None
+        for _ in range(50):
+            msg = await sub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+            if msg is not None:
+                break
+        assert msg is not None and msg["data"] == a.encode()
+        assert await sub.get_message(ignore_subscribe_messages=True, timeout=0.2) is None
+    finally:
+        await sub.aclose()
+    # The hint is only a candidate: the claim re-checks it on the server.
+    _, leases, cands = await queue.settle([], count=5, lease_ms=5000, candidates=[a.encode()],
+                                          window=5)
+    assert [x.id for x in leases] == [a] and cands == [b.encode()]
+
+
+async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQueue) -> None:
+    flushes: list[int] = []
+    settle = queue.settle
+
+    async def spy(*a, **kw):  # type: ignore[no-untyped-def]
+        out = await settle(*a, **kw)
+        flushes.append(len(out[1]))
+        return out
+
+    queue.settle = spy  # type: ignore[method-assign]
+    started = asyncio.Event()
+
+    async def handler(lease: Lease) -> None:
+        started.set()
+
+    consumer = Consumer(queue, handler, options=ConsumerOptions(beat_ms=5000, lease_ms=20_000))
+    task = asyncio.create_task(consumer.run())
+    try:
+        await asyncio.sleep(0.3)  # idle: the first poll found pending empty
+        flushes.clear()
+        await queue.enqueue(jid(), b"")
+        await asyncio.wait_for(started.wait(), 2)
+        assert flushes[0] == 1  # the wake-up's id was claimed in the first flush, no peek first
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)

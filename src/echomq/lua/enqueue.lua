@@ -5,7 +5,7 @@
 --   the row and the pending entry land together or not at all.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score 0
--- KEYS[3] wake: emq:{q}:wake, shard channel, told when pending stops being empty
+-- KEYS[3] wake: emq:{q}:wake, shard channel, told the id when pending stops being empty
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
@@ -19,6 +19,6 @@ end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 if redis.call('ZCARD', KEYS[2]) == 1 then
-  redis.call('SPUBLISH', KEYS[3], '1')
+  redis.call('SPUBLISH', KEYS[3], ARGV[1]) -- the id: a claim candidate for the woken
 end
 return 1

@@ -4,7 +4,7 @@
 -- start-time fair queuing, so backlogged lanes are served round-robin and a
 -- lane with 10,000 jobs cannot delay a lane with one. The lane's last tag is
 -- kept in `lanes` only while the lane has a job waiting (claim drops it).
--- Publishes a wake-up on the shard channel when pending goes from empty to not.
+-- Publishes the id on the shard channel when pending goes from empty to not.
 local function pend(pending, lanes, meta, wake, id, lane)
   local score = 0
   if lane and lane ~= '' then
@@ -15,6 +15,6 @@ local function pend(pending, lanes, meta, wake, id, lane)
   end
   redis.call('ZADD', pending, score, id)
   if redis.call('ZCARD', pending) == 1 then
-    redis.call('SPUBLISH', wake, '1')
+    redis.call('SPUBLISH', wake, id) -- the only pending id: a claim candidate
   end
 end
