@@ -134,7 +134,8 @@ def main() -> None:
     only = [s for s in SYSTEMS if f"--only={s}" in sys.argv] or SYSTEMS
     t_start = time.monotonic()
     os.sched_setaffinity(0, {CLIENT_CPU})
-    results: dict[str, Any] = {"mode": mode, "settings": cfg, "machine": machine(), "versions": versions()}
+    results: dict[str, Any] = {"mode": mode, "settings": cfg, "machine": machine(), "versions": versions(),
+                               "load_start": round(os.getloadavg()[0], 2)}
     with EmbeddedValkey(appendonly=False) as srv:
         assert srv.pid is not None
         os.sched_setaffinity(srv.pid, {SERVER_CPU})
@@ -182,6 +183,14 @@ def main() -> None:
                   flush=True)
         results["figures"] = figures
     results["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    results["load_end"] = round(os.getloadavg()[0], 2)
+    if only != SYSTEMS:
+        # A partial run (``--only=echomq``, for iterating on one system) never replaces the
+        # committed report: every ratio in it must come from one run of every system.
+        dest = PEERS / "results.partial.json"
+        dest.write_text(json.dumps(results, indent=1))
+        print(f"partial run: {dest} (docs/benchmarks untouched)", flush=True)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
     print(f"done in {results['elapsed_s']} s", flush=True)

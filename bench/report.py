@@ -68,7 +68,8 @@ def main() -> None:
     m = res["machine"]
     w(f"**Machine:** {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}. "
       f"**Server:** valkey {res['server']['version']}, persistence {res['server']['persistence']}. "
-      f"**Elapsed:** {res['elapsed_s']} s.\n")
+      f"**Elapsed:** {res['elapsed_s']} s. **Load average (1 min)** at start / end: "
+      f"{res.get('load_start', '?')} / {res.get('load_end', '?')} (2 cores; other work shares them).\n")
     w("**Versions:**\n")
     for k, v in res["versions"].items():
         w(f"- {k}: {v}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The EchoMQ benchmark, one command: bash bench/run.sh [--quick|--full]
+# The EchoMQ benchmark, one command: bash bench/run.sh [--quick|--full] [--only=echomq]
 # Prepares everything it needs (project venv, redis-benchmark, one venv per peer under
 # bench/.peers/ pinned by bench/peers.txt), then runs bench/bench.py, bench/clients.py
 # and bench/report.py. Output: docs/benchmarks/{README.md,results.json,*.png}.
@@ -29,5 +29,8 @@ grep -v '^#' "$root/bench/peers.txt" | while IFS='|' read -r name reqs; do
 done
 cd "$root"
 .venv/bin/python bench/bench.py "$mode" "${@:2}"
+# --only=<system> (e.g. --only=echomq): that system's figures only, printed and kept in
+# bench/.peers/results.partial.json; the committed report needs every system in one run.
+case " ${*:2} " in *" --only="*) exit 0;; esac
 "$peers/bench/bin/python" bench/clients.py "$mode"
 "$peers/bench/bin/python" bench/report.py

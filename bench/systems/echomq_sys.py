@@ -13,7 +13,7 @@ from echomq.consumer import Consumer
 
 Q = "bench"
 API = {"single": "AsyncQueue.enqueue", "bulk": "AsyncQueue.enqueue_many",
-       "worker": "Consumer (defaults: concurrency 16, beat 100 ms)"}
+       "worker": "Consumer (defaults: concurrency 32, beat 100 ms)"}
 
 
 def pairs(n: int) -> list[tuple[str, bytes]]:
