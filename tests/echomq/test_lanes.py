@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from echomq import AsyncQueue, Completion, Verdict, generate, lanes
+from echomq import AsyncQueue, Completion, Lease, Verdict, generate, lanes
 from tests.echomq.invariants import assert_consistent
 
 
@@ -78,3 +78,36 @@ async def test_lanes_table_holds_only_lanes_with_waiting_jobs(queue: AsyncQueue,
     for lease in await queue.claim(20, lease_ms=60_000):
         await queue.complete(lease)
     assert raw.hlen(f"emq:{{{queue.name}}}:lanes") == 0
+
+
+async def _holder_behind_backlog(queue: AsyncQueue, backlog: int = 300) -> Lease:
+    ids = [jid() for _ in range(backlog)]
+    await queue.admit_many([(i, b"", "deep") for i in ids], serial=True)
+    (holder,) = await queue.claim(1, lease_ms=60_000)
+    assert holder.id == ids[0]
+    return holder
+
+
+async def test_a_retried_lane_holder_is_not_stranded_behind_its_backlog(queue: AsyncQueue) -> None:
+    holder = await _holder_behind_backlog(queue)
+    await queue.retry(holder, delay_ms=0, error="again")
+    # The lane waits for its holder; a bounded claim window must still reach it.
+    (again,) = await queue.claim(1, lease_ms=60_000)
+    assert again.id == holder.id
+
+
+async def test_a_deferred_lane_holder_comes_back_first(queue: AsyncQueue, raw: redis.Redis) -> None:
+    holder = await _holder_behind_backlog(queue)
+    await queue.defer(holder, delay_ms=60_000)
+    raw.zadd(f"emq:{{{queue.name}}}:delayed", {holder.id: 0}, xx=True)  # due now
+    assert await queue.promote() == 1
+    (again,) = await queue.claim(1, lease_ms=60_000)
+    assert again.id == holder.id
+
+
+async def test_an_expired_lane_holder_comes_back_first(queue: AsyncQueue, raw: redis.Redis) -> None:
+    holder = await _holder_behind_backlog(queue)
+    raw.zadd(f"emq:{{{queue.name}}}:active", {holder.id: 0}, xx=True)  # its lease ran out
+    assert await queue.reap() == (1, 0)
+    (again,) = await queue.claim(1, lease_ms=60_000)
+    assert (again.id, again.attempt) == (holder.id, 2)

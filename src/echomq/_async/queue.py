@@ -408,7 +408,7 @@ class AsyncQueue:
         if not ids:
             return 0
         k = self.keys
-        keys = [k["delayed"], k["pending"], k["lanes"], k["meta"], k["wake"]]
+        keys = [k["delayed"], k["pending"], k["lanes"], k["meta"], k["wake"], k["inflight"]]
         keys += [self._job_prefix + _text(i) for i in ids]
         return int(await self.connector.eval(load("promote"), keys, ids))
 

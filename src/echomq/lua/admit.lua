@@ -46,6 +46,6 @@ if delay > 0 then
   redis.call('HSET', KEYS[1], 'state', 'delayed')
   redis.call('ZADD', KEYS[3], now_ms() + delay, ARGV[1])
 else
-  pend(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3])
+  pend(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3], false)
 end
 return 1

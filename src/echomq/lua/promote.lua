@@ -7,7 +7,8 @@
 -- KEYS[3] lanes: emq:{q}:lanes
 -- KEYS[4] meta: emq:{q}:meta
 -- KEYS[5] wake: emq:{q}:wake
--- KEYS[6..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
+-- KEYS[6] inflight: emq:{q}:inflight, so a job that still holds its serial lane goes first
+-- KEYS[7..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
 -- ARGV[1..] ids: the candidate ids
 -- RETURNS: the number of jobs promoted
 -- ERRORS: none
@@ -16,13 +17,15 @@
 local now = now_ms()
 local moved = 0
 for i = 1, #ARGV do
-  local id, job = ARGV[i], KEYS[i + 5]
+  local id, job = ARGV[i], KEYS[i + 6]
   local due = redis.call('ZSCORE', KEYS[1], id)
   if due and tonumber(due) <= now then
     redis.call('ZREM', KEYS[1], id)
     if redis.call('EXISTS', job) == 1 then
       redis.call('HSET', job, 'state', 'pending')
-      pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'))
+      local lane = redis.call('HGET', job, 'lane')
+      pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, lane,
+           lane and redis.call('HGET', KEYS[6], lane) == id)
       moved = moved + 1
     end
   end

@@ -40,7 +40,8 @@ for i = 2, #ARGV do
         dead = dead + 1
       else
         redis.call('HSET', job, 'state', 'pending', 'failures', failures, 'error', 'lease expired')
-        pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, row[4])
+        pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, row[4],
+             row[4] and redis.call('HGET', KEYS[6], row[4]) == id)
         requeued = requeued + 1
       end
     end

@@ -18,7 +18,7 @@ for i = 1, #ARGV do
   local id, job = ARGV[i], KEYS[i + 5]
   if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('EXISTS', job) == 1 then
     redis.call('HSET', job, 'state', 'pending', 'failures', '0')
-    pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'))
+    pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'), false)
     moved = moved + 1
   end
 end

@@ -52,7 +52,8 @@ if ARGV[6] == 'fail' then
 end
 if delay == 0 then
   redis.call('HSET', KEYS[2], 'state', 'pending')
-  pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5])
+  pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5],
+       row[5] and redis.call('HGET', KEYS[5], row[5]) == ARGV[1])
 else
   redis.call('HSET', KEYS[2], 'state', 'delayed')
   redis.call('ZADD', KEYS[3], now + delay, ARGV[1])

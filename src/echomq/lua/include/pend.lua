@@ -1,13 +1,16 @@
--- pend(pending, lanes, meta, wake, id, lane): put id on the pending set.
--- A job without a lane scores 0 (seed 000 §2: admission order by id).
+-- pend(pending, lanes, meta, wake, id, lane, head): put id on the pending set.
+-- A job without a lane scores 0 (seed 000 §2: admission order by id), and so does a
+-- job that still holds its serial lane (head: it comes back from a retry, deferral or
+-- expired lease): the lane waits for it, so it must not queue behind the lane's own
+-- backlog, where a bounded claim window would never reach it.
 -- A job on a lane scores its start tag max(vtime, last tag of the lane) + 1:
 -- start-time fair queuing, so backlogged lanes are served round-robin and a
 -- lane with 10,000 jobs cannot delay a lane with one. The lane's last tag is
 -- kept in `lanes` only while the lane has a job waiting (claim drops it).
 -- Publishes the id on the shard channel when pending goes from empty to not.
-local function pend(pending, lanes, meta, wake, id, lane)
+local function pend(pending, lanes, meta, wake, id, lane, head)
   local score = 0
-  if lane and lane ~= '' then
+  if lane and lane ~= '' and not head then
     local vtime = tonumber(redis.call('HGET', meta, 'vtime') or '0')
     local last = tonumber(redis.call('HGET', lanes, lane) or '0')
     score = math.max(vtime, last) + 1
