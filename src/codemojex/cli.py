@@ -9,7 +9,6 @@ and exits non-zero if the audit fails.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sys
 
@@ -17,7 +16,6 @@ import click
 from rich.console import Console
 
 from echomq import AsyncConnector
-from echomq.server import EmbeddedValkey, server_url_from_env
 
 __all__ = ["main"]
 
@@ -36,22 +34,14 @@ def main() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="log what the consumers do")
 def play(players: int, guesses: int, rounds: int, round_seconds: float, price: int, verbose: bool) -> None:
     """Play full rounds end to end on embedded servers and print the audit."""
-    from codemojex.pg import PgServer
     from codemojex.play import PlayOptions
+    from codemojex.servers import started_servers
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
     opts = PlayOptions(players=players, guesses=guesses, rounds=rounds, round_s=round_seconds, price=price)
     console = Console()
-    with contextlib.ExitStack() as stack:
-        url = server_url_from_env()
-        if url is None:
-            with console.status("starting embedded Valkey"):
-                url = stack.enter_context(EmbeddedValkey()).url
-        pg = PgServer.from_env()
-        with console.status("starting PostgreSQL"):
-            pg_url = pg.start()
-        stack.callback(pg.stop)
+    with started_servers(console) as (url, pg_url):
         ok = asyncio.run(_play(url, pg_url, opts, console))
     sys.exit(0 if ok else 1)
 

@@ -10,7 +10,6 @@ scripted conversation, printing what the bot answers: no token, no internet.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import sys
@@ -43,8 +42,7 @@ def bot(token: str | None, mode: str, webhook_url: str | None, secret: str | Non
         api_base: str | None, standin: bool, round_seconds: float, price: int, verbose: bool) -> None:
     """Run the Telegram bot (see README: "Play in Telegram")."""
     from codemojex.bot.runtime import BotSettings
-    from codemojex.pg import PgServer
-    from echomq.server import EmbeddedValkey, server_url_from_env
+    from codemojex.servers import started_servers
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
@@ -58,15 +56,7 @@ def bot(token: str | None, mode: str, webhook_url: str | None, secret: str | Non
                                webhook_url=webhook_url, secret=secret, listen_host=host or "127.0.0.1",
                                listen_port=int(port))
     console = Console()
-    with contextlib.ExitStack() as stack:
-        url = server_url_from_env()
-        if url is None:
-            with console.status("starting embedded Valkey"):
-                url = stack.enter_context(EmbeddedValkey()).url
-        pg = PgServer.from_env()
-        with console.status("starting PostgreSQL"):
-            pg_url = pg.start()
-        stack.callback(pg.stop)
+    with started_servers(console) as (url, pg_url):
         ok = asyncio.run(_main(url, pg_url, settings, round_seconds, price, console))
     sys.exit(0 if ok else 1)
 
