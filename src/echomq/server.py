@@ -132,7 +132,8 @@ class EmbeddedValkey:
                 raise ServerUnavailable(f"valkey-server exited with {self.process.returncode}; "
                                         f"see {self.data_dir / 'valkey.log'}")
             try:
-                if _ping(self.host, self.port).startswith(b"+PONG"):
+                # A server with requirepass answers NOAUTH: it is up all the same.
+                if _ping(self.host, self.port).startswith((b"+PONG", b"-NOAUTH")):
                     return self
             except OSError:
                 pass

@@ -189,3 +189,21 @@ def test_blocking_api_speaks_the_same_protocol(sync_conn, qname: str, raw: redis
     assert q.enqueue_many([(jid(), b"3"), (generate("ORD"), b"4")]) == [Verdict.ENQUEUED,
                                                                        Verdict.KIND]
     assert q.pending_size() == 2
+
+
+async def test_connects_over_a_unix_socket_with_a_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from echomq.server import EmbeddedValkey
+
+    sock = tmp_path / "v.sock"
+    extra = {"unixsocket": str(sock), "unixsocketperm": "700", "requirepass": "s3cret"}
+    with EmbeddedValkey(extra=extra) as server:
+        conn = AsyncConnector.from_url(f"unix://:s3cret@{sock}")
+        try:
+            q = AsyncQueue(conn, "unix")
+            a, b = jid(), jid()
+            assert await q.enqueue(a, b"x") is Verdict.ENQUEUED
+            assert await q.enqueue_many([(a, b"y"), (b, b"z")]) == [Verdict.DUPLICATE,
+                                                                   Verdict.ENQUEUED]
+            assert server.port  # TCP stays on loopback; the socket is the path we used
+        finally:
+            await conn.aclose()
