@@ -21,7 +21,8 @@ from typing import Any
 
 import redis
 
-URL = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("BENCH_URL", "redis://127.0.0.1:6379")
+# Workers get the URL in BENCH_URL (their argv belongs to their CLI); drivers in argv[3].
+URL = os.environ.get("BENCH_URL") or (sys.argv[3] if len(sys.argv) > 3 else "redis://127.0.0.1:6379")
 HERE = os.path.dirname(os.path.abspath(__file__))
 raw = redis.Redis.from_url(URL)
 
@@ -76,7 +77,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def drain(n: int, backlog: Callable[[], int], start: Callable[[], subprocess.Popen[bytes] | None],
-          finish: Callable[[Any], None], timeout: float = 600) -> dict[str, Any]:
+          finish: Callable[[Any], None], timeout: float = 180) -> dict[str, Any]:
     """Time a worker from its first taken job until the backlog is empty.
 
     The rate counts from the first observed drop, so worker start-up time is excluded.
