@@ -36,7 +36,7 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": {"reps": 3, "single": 500, "bulk": 2000, "echomq_bulk": 50000, "drain": 2000,
               "echomq_drain": 20000, "rq_drain": 40, "latency": 40, "memory": 10000,
               "bench_n": 300000},
-    "full": {"reps": 5, "single": 3000, "bulk": 20000, "echomq_bulk": 200000, "drain": 10000,
+    "full": {"reps": 4, "single": 3000, "bulk": 20000, "echomq_bulk": 200000, "drain": 10000,
              "echomq_drain": 100000, "rq_drain": 400, "latency": 400, "memory": 100000,
              "bench_n": 2000000},
 }
