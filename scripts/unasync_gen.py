@@ -24,6 +24,7 @@ REPLACEMENTS = [
     (r"\bawait ", ""),
     (r"\bAsyncConnector\b", "Connector"),
     (r"\bAsyncQueue\b", "Queue"),
+    (r"\bAsyncUpkeep\b", "Upkeep"),
     (r"\bAsyncClusterConnector\b", "ClusterConnector"),
     (r"\bconnect_async\b", "connect"),
     (r"\becho" r"mq\._async\b", "echomq._sync"),

@@ -18,6 +18,7 @@ from echomq import ids as branded
 from echomq import keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector, Call
+from echomq._async.upkeep import STATES, AsyncUpkeep, _text
 from echomq.errors import (
     EchoMQError,
     InvalidJobId,
@@ -28,20 +29,15 @@ from echomq.errors import (
 from echomq.model import (
     PROTOCOL,
     Completion,
-    JobView,
     Lease,
     QueueOptions,
     RetryOutcome,
-    Stats,
     Verdict,
     decode_verdict,
 )
 from echomq.scripts import Script, load
 
 __all__ = ["AsyncQueue"]
-
-_STATES = ("pending", "active", "delayed", "done", "dead")
-
 
 _FINISH_BATCH = 256
 
@@ -56,11 +52,7 @@ def _verdicts(replies: Sequence[Any]) -> list[Completion]:
     return out
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class AsyncQueue:
+class AsyncQueue(AsyncUpkeep):
     """One queue named ``name`` on a connector. Cheap to create; holds no connection."""
 
     def __init__(
@@ -71,7 +63,7 @@ class AsyncQueue:
         self.connector = connector
         self.name = name
         self.options = options or QueueOptions()
-        k = {t: keyspace.queue_key(name, t) for t in (*_STATES, "lanes", "meta", "inflight",
+        k = {t: keyspace.queue_key(name, t) for t in (*STATES, "lanes", "meta", "inflight",
                                                        "wake", "maint")}
         self.keys = k
         self._job_prefix = keyspace.queue_key(name, "job:")
@@ -398,86 +390,6 @@ class AsyncQueue:
     async def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:
         """Put the job back for ``delay_ms`` without counting a failure (rate budgets)."""
         return await self._retry(lease, delay_ms, "", "defer")
-
-    # ------------------------------------------------------------- maintenance
-    async def promote(self) -> int:
-        """Move due delayed jobs to pending; at most ``options.reap_batch`` per call."""
-        ids = await self.connector.command(
-            "ZRANGE", self.keys["delayed"], 0, self.options.reap_batch - 1
-        )
-        if not ids:
-            return 0
-        k = self.keys
-        keys = [k["delayed"], k["pending"], k["lanes"], k["meta"], k["wake"], k["inflight"]]
-        keys += [self._job_prefix + _text(i) for i in ids]
-        return int(await self.connector.eval(load("promote"), keys, ids))
-
-    async def reap(self) -> tuple[int, int]:
-        """Re-expose jobs whose lease expired; returns (requeued, dead). Bounded per call."""
-        ids = await self.connector.command(
-            "ZRANGE", self.keys["active"], 0, self.options.reap_batch - 1
-        )
-        if not ids:
-            return (0, 0)
-        k = self.keys
-        keys = [k["active"], k["pending"], k["dead"], k["lanes"], k["meta"], k["inflight"], k["wake"]]
-        keys += [self._job_prefix + _text(i) for i in ids]
-        requeued, dead = await self.connector.eval(
-            load("reap"), keys, [self.options.max_attempts, *ids]
-        )
-        return int(requeued), int(dead)
-
-    async def _purge(self, state: str, min_age_ms: int, limit: int) -> int:
-        ids = await self.connector.command("ZRANGE", self.keys[state], 0, limit - 1)
-        if not ids:
-            return 0
-        keys = [self.keys[state], *(self._job_prefix + _text(i) for i in ids)]
-        return int(await self.connector.eval(load("purge"), keys, [state, min_age_ms, *ids]))
-
-    async def trim(self) -> int:
-        """Retention: delete done and dead rows older than their keep window (bounded)."""
-        n = self.options.reap_batch
-        return await self._purge("done", self.options.keep_done_ms, n) + await self._purge(
-            "dead", self.options.keep_dead_ms, n
-        )
-
-    async def purge_dead(self, *, limit: int = 1000) -> int:
-        """Delete up to ``limit`` dead jobs now."""
-        return await self._purge("dead", 0, limit)
-
-    async def requeue_dead(self, *, limit: int = 1000) -> int:
-        """Put up to ``limit`` dead jobs back on pending with a fresh failure budget."""
-        ids = await self.connector.command("ZRANGE", self.keys["dead"], 0, limit - 1)
-        if not ids:
-            return 0
-        k = self.keys
-        keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"]]
-        keys += [self._job_prefix + _text(i) for i in ids]
-        return int(await self.connector.eval(load("requeue"), keys, ids))
-
-    # -------------------------------------------------------------- inspection
-    async def pending_size(self) -> int:
-        return int(await self.connector.eval(load("pending_size"), [self.keys["pending"]], []))
-
-    async def stats(self) -> Stats:
-        counts = await self.connector.eval(load("stats"), [self.keys[s] for s in _STATES], [])
-        return Stats(*(int(c) for c in counts))
-
-    async def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
-        """A page of jobs in ``state`` (set order), with their rows, read consistently."""
-        if state not in _STATES:
-            raise ValueError(f"state must be one of {_STATES}")
-        ids = await self.connector.command("ZRANGE", self.keys[state], offset, offset + limit - 1)
-        if not ids:
-            return []
-        keys = [self.keys[state], *(self._job_prefix + _text(i) for i in ids)]
-        flat = await self.connector.eval(load("browse"), keys, ids)
-        views = []
-        for i in range(0, len(flat), 3):
-            fields = flat[i + 2]
-            row = {_text(fields[j]): fields[j + 1] for j in range(0, len(fields), 2)}
-            views.append(JobView(id=_text(flat[i]), score=float(flat[i + 1]), row=row))
-        return views
 
     async def job(self, job_id: str) -> dict[str, bytes] | None:
         """The row of one job, or None."""

@@ -1,0 +1,114 @@
+"""Upkeep and inspection of a queue: promote, reap, retention, dead jobs, counts, pages.
+
+These act on jobs the client cannot name in advance, so each *peeks* a bounded page
+of candidate ids (``ZRANGE``) and hands their job keys to its script, which re-checks
+every candidate (docs/decisions/0002-peek-then-act.md). :class:`AsyncQueue` inherits
+them; they are apart only to keep each module small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echomq._async.cluster import AsyncClusterConnector
+from echomq._async.connector import AsyncConnector
+from echomq.model import JobView, QueueOptions, Stats
+from echomq.scripts import load
+
+__all__ = ["STATES", "AsyncUpkeep"]
+
+STATES = ("pending", "active", "delayed", "done", "dead")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class AsyncUpkeep:
+    """The maintenance and inspection half of :class:`echomq.AsyncQueue`."""
+
+    connector: AsyncConnector | AsyncClusterConnector
+    name: str
+    options: QueueOptions
+    keys: dict[str, str]
+    _job_prefix: str
+
+    # ------------------------------------------------------------- maintenance
+    async def promote(self) -> int:
+        """Move due delayed jobs to pending; at most ``options.reap_batch`` per call."""
+        ids = await self.connector.command(
+            "ZRANGE", self.keys["delayed"], 0, self.options.reap_batch - 1
+        )
+        if not ids:
+            return 0
+        k = self.keys
+        keys = [k["delayed"], k["pending"], k["lanes"], k["meta"], k["wake"], k["inflight"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        return int(await self.connector.eval(load("promote"), keys, ids))
+
+    async def reap(self) -> tuple[int, int]:
+        """Re-expose jobs whose lease expired; returns (requeued, dead). Bounded per call."""
+        ids = await self.connector.command(
+            "ZRANGE", self.keys["active"], 0, self.options.reap_batch - 1
+        )
+        if not ids:
+            return (0, 0)
+        k = self.keys
+        keys = [k["active"], k["pending"], k["dead"], k["lanes"], k["meta"], k["inflight"], k["wake"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        requeued, dead = await self.connector.eval(
+            load("reap"), keys, [self.options.max_attempts, *ids]
+        )
+        return int(requeued), int(dead)
+
+    async def _purge(self, state: str, min_age_ms: int, limit: int) -> int:
+        ids = await self.connector.command("ZRANGE", self.keys[state], 0, limit - 1)
+        if not ids:
+            return 0
+        keys = [self.keys[state], *(self._job_prefix + _text(i) for i in ids)]
+        return int(await self.connector.eval(load("purge"), keys, [state, min_age_ms, *ids]))
+
+    async def trim(self) -> int:
+        """Retention: delete done and dead rows older than their keep window (bounded)."""
+        n = self.options.reap_batch
+        return await self._purge("done", self.options.keep_done_ms, n) + await self._purge(
+            "dead", self.options.keep_dead_ms, n
+        )
+
+    async def purge_dead(self, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` dead jobs now."""
+        return await self._purge("dead", 0, limit)
+
+    async def requeue_dead(self, *, limit: int = 1000) -> int:
+        """Put up to ``limit`` dead jobs back on pending with a fresh failure budget."""
+        ids = await self.connector.command("ZRANGE", self.keys["dead"], 0, limit - 1)
+        if not ids:
+            return 0
+        k = self.keys
+        keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"]]
+        keys += [self._job_prefix + _text(i) for i in ids]
+        return int(await self.connector.eval(load("requeue"), keys, ids))
+
+    # -------------------------------------------------------------- inspection
+    async def pending_size(self) -> int:
+        return int(await self.connector.eval(load("pending_size"), [self.keys["pending"]], []))
+
+    async def stats(self) -> Stats:
+        counts = await self.connector.eval(load("stats"), [self.keys[s] for s in STATES], [])
+        return Stats(*(int(c) for c in counts))
+
+    async def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
+        """A page of jobs in ``state`` (set order), with their rows, read consistently."""
+        if state not in STATES:
+            raise ValueError(f"state must be one of {STATES}")
+        ids = await self.connector.command("ZRANGE", self.keys[state], offset, offset + limit - 1)
+        if not ids:
+            return []
+        keys = [self.keys[state], *(self._job_prefix + _text(i) for i in ids)]
+        flat = await self.connector.eval(load("browse"), keys, ids)
+        views = []
+        for i in range(0, len(flat), 3):
+            fields = flat[i + 2]
+            row = {_text(fields[j]): fields[j + 1] for j in range(0, len(fields), 2)}
+            views.append(JobView(id=_text(flat[i]), score=float(flat[i + 1]), row=row))
+        return views
