@@ -24,14 +24,10 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import contextvars
 import inspect
 import logging
 import os
-import queue as queue_mod
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,6 +35,7 @@ from typing import Any
 
 from echomq._async.connector import is_transient
 from echomq._async.queue import AsyncQueue
+from echomq._threads import HandlerThreads
 from echomq.errors import ServerUnavailable
 from echomq.model import Completion, Lease
 from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
@@ -90,65 +87,6 @@ class ConsumerStats:
     errors: int = 0  # transient server errors ridden out
 
 
-class _Threads:
-    """One worker thread per slot for plain-function handlers.
-
-    ``asyncio.to_thread`` costs ~35 µs of client CPU per call here and its default
-    executor has only ``cpu_count + 4`` threads (6 on this machine, fewer than the
-    slots). These threads take work from a C ``SimpleQueue`` and hand results back in
-    batches: one ``call_soon_threadsafe`` wakes the loop for every result that landed
-    meanwhile (~16 µs per call). A handler still has a thread of its own while it runs,
-    so a blocking handler never delays another one or the heartbeats.
-    """
-
-    def __init__(self, size: int, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._todo: queue_mod.SimpleQueue[Any] = queue_mod.SimpleQueue()
-        self._done: collections.deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = (
-            collections.deque())
-        self._threads = [threading.Thread(target=self._work, name=f"echomq-handler-{i}", daemon=True)
-                         for i in range(size)]
-        for t in self._threads:
-            t.start()
-
-    def submit(self, fn: Callable[[Lease], Any], lease: Lease) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = self._loop.create_future()
-        self._todo.put((fut, fn, lease, contextvars.copy_context()))
-        return fut
-
-    def _work(self) -> None:
-        todo, done = self._todo, self._done
-        while True:
-            item = todo.get()
-            if item is None:
-                return
-            fut, fn, lease, ctx = item
-            try:
-                result, error = ctx.run(fn, lease), None
-            except BaseException as exc:  # handed to the awaiting task, as to_thread would
-                result, error = None, exc
-            done.append((fut, result, error))
-            if len(done) == 1:  # the loop drains everything queued, so one wake-up suffices
-                with contextlib.suppress(RuntimeError):  # loop closed: nobody is waiting
-                    self._loop.call_soon_threadsafe(self._deliver)
-
-    def _deliver(self) -> None:
-        done = self._done
-        while done:
-            fut, result, error = done.popleft()
-            if fut.done():  # cancelled: the lease was lost or the consumer stopped
-                continue
-            if error is None:
-                fut.set_result(result)
-            else:
-                fut.set_exception(error)
-
-    def close(self) -> None:
-        """Let the threads exit once their current handler returns."""
-        for _ in self._threads:
-            self._todo.put(None)
-
-
 async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
     """Cancel ``tasks`` and wait until all have ended.
 
@@ -187,7 +125,7 @@ class Consumer:
         self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
         self._pumping = False
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
-        self._threads: _Threads | None = None
+        self._threads: HandlerThreads | None = None
         self._stopping = asyncio.Event()
         self._beats = 0
         self._closed = False
@@ -200,7 +138,7 @@ class Consumer:
         if self.options.maintenance:
             aux.append(asyncio.create_task(self._maintain(), name=f"{self.name}:maint"))
         if not self._is_async:
-            self._threads = _Threads(self.options.concurrency, asyncio.get_running_loop())
+            self._threads = HandlerThreads(self.options.concurrency, asyncio.get_running_loop())
         try:
             self._pumping = True
             try:
