@@ -143,7 +143,8 @@ async def close_and_settle(services: Services, rid: str) -> tuple[Payout, ...] |
     if not isinstance(result, tuple):  # RoundRefused: vanished between the two calls
         return None
     if result:
-        verdicts = await services.notifications.admit_many([(*_payout_note(rid, p), None) for p in result])
+        notes = [(*_payout_note(rid, p), p.player) for p in result]  # each on its player's lane
+        verdicts = await services.notifications.admit_many(notes, serial=True)
         for v in verdicts:
             if isinstance(v, Exception):
                 raise v  # the close job retries; the payouts stand and the notes dedupe

@@ -74,5 +74,8 @@ class ScoreWorker:
         total = stored.score
         note = Note("score", job.player, job.round_id, f"{format_guess(job.emojis)} scored {total}/600",
                     total)
-        await self.services.notifications.enqueue(note_id(lease.id), encode(note))
+        # On the player's serial lane, like the bot's replies: a score never overtakes
+        # the "accepted" reply to the same guess.
+        await self.services.notifications.admit(note_id(lease.id), encode(note), lane=job.player,
+                                                serial=True)
         return Ack()
