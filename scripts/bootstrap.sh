@@ -15,3 +15,7 @@ if [ ! -f "$stamp" ]; then
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi
+# The dashboard's browser tests drive Debian's chromium (never a downloaded browser build).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+fi

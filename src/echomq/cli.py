@@ -6,6 +6,7 @@
     echomq browse QUEUE STATE     a page of jobs in a state
     echomq requeue-dead QUEUE     dead jobs back to pending
     echomq purge-dead QUEUE       delete dead jobs
+    echomq dashboard              the web dashboard (--url, --port, --token, --read-only)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq import AsyncConnector, AsyncQueue, Connector, Lease, Queue, Verdict, generate
+from echomq import AsyncConnector, AsyncQueue, Connector, EchoMQError, Lease, Queue, Verdict, generate
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.server import EmbeddedValkey, server_url_from_env
 
@@ -136,3 +137,28 @@ def requeue_dead(queue: str, url: str | None) -> None:
 def purge_dead(queue: str, url: str | None) -> None:
     """Delete QUEUE's dead jobs."""
     console.print(f"purged {_queue(url, queue).purge_dead()}")
+
+
+@main.command()
+@click.option("--url", default=None, help="server URL (default: ECHOMQ_URL)")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=8700, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--token", envvar="ECHOMQ_DASHBOARD_TOKEN", default=None,
+              help="secret that allows actions (default: ECHOMQ_DASHBOARD_TOKEN; none: read-only)")
+@click.option("--read-only", is_flag=True, help="refuse every action, even with the token")
+def dashboard(url: str | None, host: str, port: int, token: str | None, read_only: bool) -> None:
+    """Serve the web dashboard: queues, jobs, charts, actions on dead and waiting jobs."""
+    try:
+        from echomq.dashboard import DashboardOptions
+        from echomq.dashboard.app import serve
+    except ImportError as exc:
+        raise click.ClickException(f"the dashboard needs its extra: pip install 'echomq[dashboard]' ({exc})"
+                                   ) from None
+    url = url or server_url_from_env()
+    if not url:
+        raise click.UsageError("give --url or set ECHOMQ_URL")
+    try:
+        options = DashboardOptions(token=token or None, read_only=read_only)
+        serve(url, host=host, port=port, options=options)
+    except (ValueError, OSError, EchoMQError) as exc:
+        raise click.ClickException(str(exc)) from None

@@ -9,10 +9,13 @@ them; they are apart only to keep each module small.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from echomq import ids as branded
 from echomq._sync.cluster import ClusterConnector
 from echomq._sync.connector import Connector
+from echomq.errors import InvalidJobId
 from echomq.model import JobView, QueueOptions, Stats
 from echomq.scripts import load
 
@@ -89,6 +92,40 @@ class Upkeep:
         keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"]]
         keys += [self._job_prefix + _text(i) for i in ids]
         return int(self.connector.eval(load("requeue"), keys, ids))
+
+    # ------------------------------------------------- named jobs (operators)
+    def _named(self, ids: Sequence[str]) -> list[str]:
+        if isinstance(ids, str) or not 1 <= len(ids) <= self.options.batch:
+            raise ValueError(f"give 1..{self.options.batch} job ids")
+        bad = [i for i in ids if not branded.valid(i)]
+        if bad:  # before any I/O
+            raise InvalidJobId(f"not a branded id: {bad[0]!r}")
+        return [self._job_prefix + i for i in ids]
+
+    def requeue(self, ids: Sequence[str]) -> int:
+        """Put the named dead jobs back on pending with a fresh failure budget (the
+        ``requeue`` script); ids that are not dead are skipped. Returns how many moved."""
+        jobs = self._named(ids)
+        k = self.keys
+        keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"], *jobs]
+        return int(self.connector.eval(load("requeue"), keys, list(ids)))
+
+    def purge(self, state: str, ids: Sequence[str]) -> int:
+        """Delete the named jobs of a finished state (``done`` or ``dead``) now (the
+        ``purge`` script); ids not in that state are skipped. Returns how many went."""
+        if state not in ("done", "dead"):
+            raise ValueError("state must be done or dead")
+        jobs = self._named(ids)
+        return int(self.connector.eval(load("purge"), [self.keys[state], *jobs],
+                                             [state, 0, *ids]))
+
+    def cancel(self, ids: Sequence[str]) -> int:
+        """Delete the named jobs that are still waiting (pending or delayed; the ``cancel``
+        script); active and finished jobs are skipped. Returns how many went."""
+        jobs = self._named(ids)
+        k = self.keys
+        return int(self.connector.eval(
+            load("cancel"), [k["pending"], k["delayed"], k["inflight"], *jobs], list(ids)))
 
     # -------------------------------------------------------------- inspection
     def pending_size(self) -> int:

@@ -1,0 +1,13 @@
+"""The EchoMQ web dashboard (the ``dashboard`` extra): ``echomq dashboard --url URL``.
+
+An aiohttp application with every asset in the package (one stylesheet, one small
+script, charts drawn as inline SVG on the server). Pages: the queues overview, one
+queue's jobs by state, one job; actions on dead and waiting jobs go through the
+queue's own Lua transitions and need the token; ``/metrics`` for Prometheus. Another
+package adds pages with :class:`Page` (``codemojex dashboard`` adds the game's);
+echomq itself never imports one.
+"""
+
+from echomq.dashboard.app import DashboardOptions, Page, create_app
+
+__all__ = ["DashboardOptions", "Page", "create_app"]

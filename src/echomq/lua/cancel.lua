@@ -1,0 +1,29 @@
+#!lua
+-- name: cancel
+-- summary: Delete the candidate jobs that are still waiting (pending or delayed): each is
+--   taken off its set, frees its serial lane if it holds it, and loses its row. A candidate
+--   that is active, done, dead or gone is skipped. The lane's last start tag in `lanes` is
+--   left as it is: lowering it could let a later job of the lane overtake one still waiting.
+-- KEYS[1] pending: emq:{q}:pending
+-- KEYS[2] delayed: emq:{q}:delayed
+-- KEYS[3] inflight: emq:{q}:inflight
+-- KEYS[4..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
+-- ARGV[1..] ids: the candidate ids
+-- RETURNS: the number of jobs deleted
+-- ERRORS: EMQARG KEYS and ARGV do not line up; nothing written
+-- @include release
+if #KEYS ~= #ARGV + 3 then
+  return redis.error_reply('EMQARG one job key per candidate id required')
+end
+local removed = 0
+for i = 1, #ARGV do
+  local id, job = ARGV[i], KEYS[i + 3]
+  local row = redis.call('HMGET', job, 'state', 'lane')
+  local set = (row[1] == 'pending' and KEYS[1]) or (row[1] == 'delayed' and KEYS[2]) or nil
+  if set and redis.call('ZREM', set, id) == 1 then
+    release(KEYS[3], row[2], id)
+    redis.call('DEL', job)
+    removed = removed + 1
+  end
+end
+return removed
