@@ -66,15 +66,15 @@ async def test_cancel_deletes_waiting_jobs_and_frees_a_held_serial_lane(queue: A
 async def test_named_actions_refuse_bad_ids_before_any_io(queue: AsyncQueue) -> None:
     with pytest.raises(InvalidJobId):
         await queue.requeue(["not-an-id"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="job ids"):
         await queue.cancel([])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="job ids"):
         await queue.cancel([generate("JOB") for _ in range(queue.options.batch + 1)])
 
 
 def test_payload_preview_escapes_pretty_prints_and_dumps_bytes() -> None:
     kind, out = payload_preview(json.dumps({"a": "<b>"}).encode())
-    assert kind == "json" and "&lt;b&gt;" in out and "<b>" not in out.replace('<pre class="payload json">', "")
+    assert kind == "json" and "&lt;b&gt;" in out and "<b>" not in out
     kind, out = payload_preview(b"<script>x</script>")
     assert kind == "text" and "<script>" not in out
     kind, out = payload_preview(b"\x00\xff<")
