@@ -8,6 +8,9 @@ for children started before it, so nothing is produced before its consumer runs)
 3. ``score``   drains ``cm`` (beat 100 ms, lease 10 s); produces notifications
 4. ``settle``  drains ``cm-settle`` (beat 100 ms, lease 10 s); opens and settles rounds
 5. ``relay``   admits charged-but-unadmitted guesses onto ``cm``
+6. ``reconcile`` requeues dead game jobs once PostgreSQL answers, re-admits charged
+   guesses whose job is gone, and drives every round past its closing time to
+   settled (:mod:`codemojex.service.reconcile`)
 
 A child that dies is restarted alone (a consumer restarts as a new ``Consumer``;
 the jobs it held come back when their leases expire). Stop with :meth:`App.stop`
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from codemojex.cache import CacheTier
 from codemojex.service.context import Services
+from codemojex.service.reconcile import Reconciler
 from codemojex.service.relay import Relay
 from codemojex.workers import notify, score_worker, settle
 from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
@@ -59,7 +63,9 @@ class App:
     """The game's tree over ``services``. ``delivery`` defaults to a quiet console."""
 
     def __init__(self, services: Services, *, delivery: Delivery | None = None,
-                 relay_interval_s: float = 0.5, relay_min_age_ms: int = 2000) -> None:
+                 relay_interval_s: float = 0.5, relay_min_age_ms: int = 2000,
+                 reconciler: Reconciler | None = None,
+                 options: dict[str, ConsumerOptions] | None = None) -> None:
         if services.cache is None:
             services.cache = CacheTier(services.connector)
         self.services = services
@@ -69,10 +75,14 @@ class App:
         self.settler = SettleWorker(services)
         self.notifier = NotifyWorker(self.delivery)
         self.relay = Relay(services, interval_s=relay_interval_s, min_age_ms=relay_min_age_ms)
+        self.reconciler = reconciler or Reconciler(services)
+        # ``options`` overrides a consumer's options by child name (tests shorten backoffs).
+        opts = {"notify": notify.OPTIONS, "score": score_worker.OPTIONS, "settle": settle.OPTIONS}
+        opts |= options or {}
         self.consumers = {
-            "notify": ConsumerChild(services.notifications, self.notifier.handle, notify.OPTIONS),
-            "score": ConsumerChild(services.scores, self.scorer.handle, score_worker.OPTIONS),
-            "settle": ConsumerChild(services.settlements, self.settler.handle, settle.OPTIONS),
+            "notify": ConsumerChild(services.notifications, self.notifier.handle, opts["notify"]),
+            "score": ConsumerChild(services.scores, self.scorer.handle, opts["score"]),
+            "settle": ConsumerChild(services.settlements, self.settler.handle, opts["settle"]),
         }
         cache_tree = self.cache.supervisor()
         self.supervisor = Supervisor(
@@ -82,6 +92,7 @@ class App:
                 self.consumers["score"].spec("score"),
                 self.consumers["settle"].spec("settle"),
                 ChildSpec("relay", self.relay.run, stop=self.relay.stop, shutdown_s=5.0),
+                ChildSpec("reconcile", self.reconciler.run, stop=self.reconciler.stop, shutdown_s=5.0),
             ],
             strategy="one_for_one",
             name="codemojex",

@@ -1,0 +1,185 @@
+"""The reconciler: every round settles without a person (issue 12, item 2).
+
+PostgreSQL is the truth of the game; the queues only carry work towards it. A
+supervised child of the app (:class:`Reconciler`) compares the two every
+``interval_s`` and repairs what a fault left behind. Each pass, in order:
+
+1. **Is the cause gone?** One ``SELECT 1`` on the pool. While PostgreSQL does not
+   answer, the pass does nothing (requeueing work that needs the database would
+   only kill it again).
+2. **Dead game jobs are requeued** on ``cm``, ``cm-settle`` and ``cm.notify``
+   (a scoring job dies after five failures: a PostgreSQL outage of some fifteen
+   seconds is enough). Each job is requeued at most ``max_requeues`` times per
+   reconciler; one that keeps dying stays dead, logged, and the audit sees its
+   round stuck.
+3. **Charged guesses with no live job are re-admitted.** An unscored guess
+   older than ``min_age_s`` whose job row is gone (a failover lost it, or a
+   Valkey restart without its AOF) is admitted again under its own id onto its
+   player's serial lane. Guesses not yet admitted at all are the relay's.
+4. **Every round past its closing time is driven to settled.** A round still
+   open or closed ``grace_s`` after ``closes_at`` is closed and settled here with
+   :func:`~codemojex.service.rounds.close_and_settle` (idempotent: the same
+   call the close job makes, so the two may race harmlessly). A round whose
+   guesses are not all scored yet is left to the next pass.
+
+Everything a pass does is idempotent (requeue re-checks each job, admission
+refuses a duplicate id, settlement pays each winner once under a unique ledger
+ref), so any number of reconcilers may run, in any number of processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from codemojex.service.codec import GuessJob, encode
+from codemojex.service.context import Services
+from codemojex.service.rounds import close_and_settle
+from codemojex.wallet import NotReady
+from echomq import AsyncQueue, EchoMQError, Verdict
+from echomq.scripts import load
+
+__all__ = ["Pass", "Reconciler", "reconcile_once", "requeue_dead_ids"]
+
+log = logging.getLogger("codemojex.reconcile")
+
+
+@dataclass(slots=True)
+class Pass:
+    """What one pass did."""
+
+    database_up: bool = False
+    requeued: int = 0  # dead jobs put back on pending
+    readmitted: int = 0  # charged guesses whose job was gone, admitted again
+    settled: list[str] = field(default_factory=list)  # rounds this pass settled
+    waiting: int = 0  # overdue rounds still waiting for scores
+
+
+async def requeue_dead_ids(queue: AsyncQueue, job_ids: list[str]) -> int:
+    """Requeue exactly ``job_ids`` if they are dead (the script re-checks each one)."""
+    if not job_ids:
+        return 0
+    k = queue.keys
+    keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"], *map(queue.job_key, job_ids)]
+    return int(await queue.connector.eval(load("requeue"), keys, job_ids))
+
+
+async def _rows(services: Services, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async with services.pool.connection() as conn:
+        cur = await conn.execute(sql, args)
+        return list(await cur.fetchall())
+
+
+async def _database_up(services: Services) -> bool:
+    try:
+        await _rows(services, "SELECT 1", ())
+    except (OSError, psycopg.Error) as exc:
+        log.info("reconcile: PostgreSQL does not answer (%r); waiting", exc)
+        return False
+    return True
+
+
+async def _requeue(queue: AsyncQueue, counts: Counter[str], max_requeues: int, limit: int) -> int:
+    dead = [v.id for v in await queue.browse("dead", limit=limit)]
+    due = [i for i in dead if counts[i] < max_requeues]
+    for i in dead:
+        if counts[i] == max_requeues:
+            counts[i] += 1  # log once
+            log.error("reconcile: %s job %s died %d times after requeues; left dead", queue.name, i,
+                      max_requeues + 1)
+    moved = await requeue_dead_ids(queue, due)
+    counts.update(due)
+    if moved:
+        log.warning("reconcile: requeued %d dead jobs on %s", moved, queue.name)
+    return moved
+
+
+async def _readmit(services: Services, min_age_s: float, limit: int) -> int:
+    rows = await _rows(services, """
+        SELECT id, round_id, player_id, emojis FROM guesses
+        WHERE score IS NULL AND admitted_at IS NOT NULL AND created_at < now() - make_interval(secs => %s)
+        ORDER BY id LIMIT %s""", (min_age_s, limit))
+    if not rows:
+        return 0
+    jobs = await asyncio.gather(*(services.scores.job(str(r[0])) for r in rows))
+    gone = [r for r, job in zip(rows, jobs, strict=True) if job is None]
+    if not gone:
+        return 0
+    items = [(str(i), encode(GuessJob(str(r), str(p), tuple(e))), str(p)) for i, r, p, e in gone]
+    verdicts = await services.scores.admit_many(items, serial=True)
+    readmitted = sum(v is Verdict.ENQUEUED for v in verdicts)
+    for (gid, *_), v in zip(gone, verdicts, strict=True):
+        if isinstance(v, Exception):
+            log.error("reconcile: could not re-admit guess %s: %r", gid, v)
+    log.warning("reconcile: %d charged guesses had no job; re-admitted %d", len(gone), readmitted)
+    return readmitted
+
+
+async def reconcile_once(services: Services, *, counts: Counter[str] | None = None,
+                         min_age_s: float = 5.0, grace_s: float = 5.0, max_requeues: int = 3,
+                         limit: int = 500) -> Pass:
+    """One pass (see the module docstring). ``counts`` remembers requeues between passes."""
+    done = Pass()
+    if not await _database_up(services):
+        return done
+    done.database_up = True
+    counts = Counter() if counts is None else counts
+    for queue in (services.scores, services.settlements, services.notifications):
+        done.requeued += await _requeue(queue, counts, max_requeues, limit)
+    done.readmitted = await _readmit(services, min_age_s, limit)
+    overdue = await _rows(services, """
+        SELECT id FROM rounds WHERE state <> 'settled' AND closes_at < now() - make_interval(secs => %s)
+        ORDER BY closes_at LIMIT %s""", (grace_s, limit))
+    for (rid,) in overdue:
+        result = await close_and_settle(services, str(rid))
+        if isinstance(result, NotReady):
+            done.waiting += 1
+        elif result is not None:
+            done.settled.append(str(rid))
+            log.warning("reconcile: settled overdue round %s", rid)
+    return done
+
+
+class Reconciler:
+    """The reconciler as a supervised child: a pass every ``interval_s`` until :meth:`stop`."""
+
+    def __init__(self, services: Services, *, interval_s: float = 1.0, min_age_s: float = 5.0,
+                 grace_s: float = 5.0, max_requeues: int = 3) -> None:
+        self.services = services
+        self.interval_s = interval_s
+        self.min_age_s = min_age_s
+        self.grace_s = grace_s
+        self.max_requeues = max_requeues
+        self.counts: Counter[str] = Counter()
+        self.passes = 0
+        self.requeued = 0
+        self.readmitted = 0
+        self.settled: list[str] = []
+        self.last_pass_at = 0.0
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        self._stopping.clear()
+        while not self._stopping.is_set():
+            try:
+                done = await reconcile_once(self.services, counts=self.counts, min_age_s=self.min_age_s,
+                                            grace_s=self.grace_s, max_requeues=self.max_requeues)
+                self.passes += 1
+                self.requeued += done.requeued
+                self.readmitted += done.readmitted
+                self.settled += done.settled
+                self.last_pass_at = time.monotonic()
+            except (OSError, EchoMQError, psycopg.Error) as exc:
+                log.warning("reconcile pass failed (%r); next pass in %.1fs", exc, self.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+
+    def stop(self) -> None:
+        self._stopping.set()
