@@ -1,0 +1,452 @@
+"""The model-based test's state machine: random interleavings of every transition against a
+real server (single or cluster), checked against ``model_ref.Ref`` after every step.
+
+Every state is reached: pending, active, delayed, done, dead (by failure exhaustion and
+by reaping expired leases past the limit); fair and serial lanes; delayed admission;
+``enqueue_many``; the consumers' batched settle path (``complete_batch`` + claim + peek
+in one flush); retention (``trim``), ``purge_dead`` and ``requeue_dead``.
+
+Leases expire and delays come due on the server's own clock: a short lease (or delay)
+is a few milliseconds, and the machine polls the server's ``TIME`` until it has passed
+before the model calls it expired (or due). Nothing in the server is edited by hand.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import hypothesis.strategies as st
+import redis
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from redis.cluster import ClusterNode, RedisCluster
+
+from echomq import (
+    ClusterConnector,
+    Completion,
+    Connector,
+    Lease,
+    Queue,
+    QueueOptions,
+    RetryOutcome,
+    Verdict,
+    generate,
+)
+from tests.echomq.model_ref import Ref
+
+MAX_ATTEMPTS = 2
+LONG = 600_000
+SHORT = 2  # ms: a lease or delay the machine then waits out on the server clock
+CAP = 10  # live jobs per example: small, so jobs go round many times
+LANES = [None, "f", "g", "s"]  # f, g: fair lanes; s: a serial lane
+_names = itertools.count()
+
+REACH = frozenset({
+    # every state, and both ways to die
+    "pending", "active", "delayed", "done", "dead", "dead by failures", "dead by reap",
+    # lanes: fair tags interleave, a serial lane holds its next job back, a head goes first
+    "fair tag", "fair tag behind another", "serial lane held: skipped", "lane head goes first",
+    "claimed on lane f", "claimed on lane s", "claimed on lane None",
+    # admission paths
+    "delayed admission", "enqueue_many", "admit_many",
+    # the fences
+    "expired lease refused", "other attempt's token refused", "forged token refused",
+    "expired lease requeued",
+    # the batched settle path and the finish variants
+    "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
+    # upkeep: promote, retention, dead jobs
+    "promoted", "done purged", "dead purged", "dead requeued", "retention kept young rows",
+})
+"""What every full run must reach (the test asserts it from ``QueueMachine.reached``)."""
+
+
+_Op = tuple[str, int, Callable[[Any], object] | None, dict[str, Any]]
+_OPS: list[_Op] = []
+
+
+def op(weight: int = 1, *, when: Callable[[Any], object] | None = None,
+       **params: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a transition: drawn with ``weight`` among those whose ``when`` holds.
+
+    One hypothesis rule (``step``) dispatches them, so every run spreads its steps over
+    all transitions (hypothesis would otherwise switch whole rules off per example).
+    """
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        _OPS.append((fn.__name__, weight, when, params))
+        return fn
+
+    return register
+
+
+def _int(v: Any) -> int:
+    return int(float(v))
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """Set ``url`` and ``cluster`` on the class before running it."""
+
+    url: str = ""
+    cluster: bool = False
+    reached: ClassVar[Counter[str]] = Counter()
+
+    def __init__(self) -> None:
+        super().__init__()
+        if self.cluster:
+            self.conn: Any = ClusterConnector.from_url(self.url)
+            self.raw: Any = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.conn.seeds])
+        else:
+            self.conn = Connector.from_url(self.url)
+            self.raw = redis.Redis.from_url(self.url)
+        self.name = f"model-{os.getpid()}-{next(_names)}"
+        opts = dict(max_attempts=MAX_ATTEMPTS, keep_done_ms=LONG, keep_dead_ms=LONG)
+        self.q = Queue(self.conn, self.name, options=QueueOptions(**opts))
+        self.q_drop = Queue(self.conn, self.name, options=QueueOptions(**(opts | {"keep_done_ms": 0})))
+        self.q_short = Queue(self.conn, self.name,
+                             options=QueueOptions(**(opts | {"keep_done_ms": 1, "keep_dead_ms": 1})))
+        self.ref = Ref(max_attempts=MAX_ATTEMPTS)
+        self.leases: list[Lease] = []
+        self.refused: set[str] = set()  # ids refused by kind: must never exist
+
+    def teardown(self) -> None:
+        QueueMachine.reached.update(self.ref.seen)
+        keys = [self.q.keys[k] for k in ("pending", "active", "delayed", "done", "dead", "lanes",
+                                          "meta", "inflight", "maint")]
+        keys += [self.q.job_key(i) for i in [*self.ref.jobs, *self.ref.gone]]
+        for key in keys:
+            self.raw.delete(key)
+        self.conn.close()
+        self.raw.close()
+
+    # ------------------------------------------------------------- server clock
+    def now(self) -> int:
+        """The server's clock (ms) as the scripts read it, from the node owning the queue."""
+        if self.cluster:
+            sec, usec = self.raw.time(target_nodes=self.raw.get_node_from_key(self.q.keys["meta"]))
+        else:
+            sec, usec = self.raw.time()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def wait_past(self, ms: int) -> None:
+        """Poll the server clock until it is past ``ms`` (bounded)."""
+        give_up = time.monotonic() + 10
+        while self.now() <= ms:
+            assert time.monotonic() < give_up, "server clock did not move"
+            time.sleep(0.001)
+
+    def live(self) -> int:
+        """Jobs that can still move (a job delayed for LONG is inert: not counted)."""
+        return sum(1 for j in self.ref.jobs.values()
+                   if j.state in ("pending", "active") or (j.state == "delayed" and j.ripe))
+
+    def pick(self, data: st.DataObject) -> Lease:
+        """A lease: three times in four one that holds its job now, if any does."""
+        holding = [x for x in self.leases if self.ref.live(x.id, x.attempt)]
+        if holding and data.draw(st.integers(0, 3)):
+            return data.draw(st.sampled_from(holding))
+        return data.draw(st.sampled_from(self.leases))
+
+    def _adopt(self, leases: list[Lease], lease_ms: int, t0: int, t1: int) -> None:
+        for lease in leases:
+            job = self.ref.jobs[lease.id]
+            assert lease.attempt == job.attempts and lease.payload == job.payload
+            assert lease.lane == job.lane
+            assert t0 + lease_ms <= lease.deadline_ms <= t1 + lease_ms, (t0, lease, t1)
+            job.deadline = lease.deadline_ms
+        self.leases = (self.leases + leases)[-30:]
+        if leases and lease_ms == SHORT:
+            self.wait_past(max(x.deadline_ms for x in leases))
+            for lease in leases:
+                self.ref.jobs[lease.id].expired = True
+
+    def _delayed(self, jid: str, delay: int, t0: int, t1: int) -> None:
+        job = self.ref.jobs[jid]
+        due = _int(self.raw.zscore(self.q.keys["delayed"], jid))
+        assert t0 + delay <= due <= t1 + delay, (t0, due, t1)
+        job.due, job.due_known = due, True
+        if delay == SHORT:
+            self.wait_past(due)
+            job.ripe = True
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        enabled = [o for o in _OPS if o[2] is None or o[2](self)]
+        name = data.draw(st.sampled_from([o[0] for o in enabled for _ in range(o[1])]), label="op")
+        params = next(o[3] for o in enabled if o[0] == name)
+        kwargs = {k: data if k == "data" else data.draw(v, label=k) for k, v in params.items()}
+        getattr(self, name)(**kwargs)
+
+    # -------------------------------------------------------------- admission
+    @op(3, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
+        delay=st.sampled_from([0, 0, 0, SHORT, LONG]),
+        max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans())
+    def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool) -> None:
+        jid = generate("JOB")
+        payload = jid.encode()
+        t0 = self.now()
+        if plain and lane is None and not delay and max_attempts is None:
+            assert self.q.enqueue(jid, payload) is Verdict.ENQUEUED
+        else:
+            got = self.q.admit(jid, payload, lane=lane, delay_ms=delay, serial=lane == "s",
+                               max_attempts=max_attempts)
+            assert got is Verdict.ENQUEUED
+        t1 = self.now()
+        assert self.ref.admit(jid, payload, lane, lane == "s", max_attempts, delayed=delay > 0)
+        if delay:
+            self.ref.seen["delayed admission"] += 1
+            self._delayed(jid, delay, t0, t1)
+
+    @op(2, when=lambda self: self.live() < CAP, data=st.data(), new=st.integers(1, 3),
+        lane=st.sampled_from(LANES))
+    def enqueue_many(self, data: st.DataObject, new: int, lane: str | None) -> None:
+        """New ids, an id repeated inside the batch, known ids and a wrong-kind id: one
+        verdict each, in order; only the first sight of a new id is written."""
+        fresh = [generate("JOB") for _ in range(new)]
+        known = sorted(self.ref.jobs)
+        again = data.draw(st.lists(st.sampled_from(known), max_size=2) if known else st.just([]))
+        items = [*fresh, fresh[0], *again]
+        items = data.draw(st.permutations(items))
+        wrong = generate("ORD")
+        items.insert(data.draw(st.integers(0, len(items))), wrong)
+        self.refused.add(wrong)
+        self.ref.seen["enqueue_many" if lane is None else "admit_many"] += 1
+        if lane is None:
+            got = self.q.enqueue_many([(i, i.encode()) for i in items])
+        else:
+            got = self.q.admit_many([(i, i.encode(), lane) for i in items], serial=lane == "s")
+        expect = []
+        for i in items:
+            if i == wrong:
+                expect.append(Verdict.KIND)
+            elif self.ref.admit(i, i.encode(), lane, lane == "s"):
+                expect.append(Verdict.ENQUEUED)
+            else:
+                expect.append(Verdict.DUPLICATE)
+        assert got == expect
+
+    @op(when=lambda self: self.ref.jobs, data=st.data())
+    def enqueue_duplicate(self, data: st.DataObject) -> None:
+        jid = data.draw(st.sampled_from(sorted(self.ref.jobs)))
+        assert self.q.enqueue(jid, b"other") is Verdict.DUPLICATE
+        assert self.q.admit(jid, b"other", lane="f", delay_ms=LONG) is Verdict.DUPLICATE
+
+    # ------------------------------------------------------------ claim plane
+    def _claim(self, n: int, lease_ms: int, window: int | None = None) -> list[Lease]:
+        peek = window or 2 * n + 64
+        expect = self.ref.claim(self.ref.pending_order()[:peek], n)
+        t0 = self.now()
+        got = self.q.claim(n, lease_ms=lease_ms, window=window)
+        t1 = self.now()
+        assert [x.id for x in got] == expect
+        self._adopt(got, lease_ms, t0, t1)
+        return got
+
+    @op(3, n=st.integers(1, 4), short=st.booleans(), window=st.sampled_from([None, None, 1, 3]))
+    def claim(self, n: int, short: bool, window: int | None) -> None:
+        self._claim(n, SHORT if short else LONG, window)
+
+    @op(when=lambda self: bool(self.ref.ids("pending")))
+    def fail_until_dead(self) -> None:
+        """Claim the first pending job and fail it at once, again and again: some job dies."""
+        for _ in range(2 * CAP):
+            leases = self._claim(1, LONG)
+            if not leases or self._retry(leases[0], True, 0) is RetryOutcome.DEAD:
+                return
+
+    @op(when=lambda self: bool(self.ref.ids("pending")))
+    def expire_until_dead(self) -> None:
+        """Claim the first pending job on a short lease, let it expire, reap: some job dies."""
+        for _ in range(2 * CAP):
+            if not self._claim(1, SHORT) or self._reap()[1]:
+                return
+
+    @op(2, when=lambda self: self.leases, data=st.data(), short=st.booleans())
+    def heartbeat(self, data: st.DataObject, short: bool) -> None:
+        lease = self.pick(data)
+        lease_ms = SHORT if short else LONG
+        holds = self.ref.holds(lease.id, lease.attempt)
+        t0 = self.now()
+        got = self.q.heartbeat(lease, lease_ms=lease_ms)
+        t1 = self.now()
+        if not holds:
+            assert got is None
+            return
+        assert got is not None and t0 + lease_ms <= got <= t1 + lease_ms
+        job = self.ref.jobs[lease.id]
+        job.deadline = got
+        if short:
+            self.wait_past(got)
+            job.expired = True
+
+    @op(when=lambda self: bool(self.ref.ids("active")), data=st.data(),
+        call=st.sampled_from(["heartbeat", "complete", "complete_many", "retry", "defer"]),
+        older=st.booleans())
+    def forged_token(self, data: st.DataObject, call: str, older: bool) -> None:
+        """A zombie of another attempt (an older or a future token) presents itself while
+        the job is active: every transition refuses it and nothing changes."""
+        jid = data.draw(st.sampled_from(self.ref.ids("active")))
+        job = self.ref.jobs[jid]
+        attempt = job.attempts - 1 if older and job.attempts > 1 else job.attempts + 1
+        lease = Lease(queue=self.name, id=jid, attempt=attempt, payload=job.payload,
+                      lane=job.lane, deadline_ms=job.deadline)
+        self.ref.seen["forged token refused"] += 1
+        if call == "heartbeat":
+            assert self.q.heartbeat(lease, lease_ms=LONG) is None
+        elif call == "complete":
+            assert self.q.complete(lease) is Completion.STALE
+        elif call == "complete_many":
+            assert self.q.complete_many([lease]) == [Completion.STALE]
+        elif call == "retry":
+            assert self.q.retry(lease, delay_ms=0, error="zombie") is RetryOutcome.STALE
+        else:
+            assert self.q.defer(lease, delay_ms=0) is RetryOutcome.STALE
+
+    @op(2, when=lambda self: self.leases, data=st.data(), keep=st.booleans())
+    def complete(self, data: st.DataObject, keep: bool) -> None:
+        lease = self.pick(data)
+        t0 = self.now()
+        got = (self.q if keep else self.q_drop).complete(lease, lease.id.encode())
+        t1 = self.now()
+        assert got is self.ref.complete(lease.id, lease.attempt, keep, (t0, t1))
+
+    @op(when=lambda self: self.leases, data=st.data(), keep=st.booleans())
+    def complete_many(self, data: st.DataObject, keep: bool) -> None:
+        """The batched path: one complete_batch call, a repeated lease answered stale."""
+        picked = [self.pick(data) for _ in range(data.draw(st.integers(1, 4)))]
+        t0 = self.now()
+        got = (self.q if keep else self.q_drop).complete_many(picked)
+        t1 = self.now()
+        assert got == [self.ref.complete(x.id, x.attempt, keep, (t0, t1)) for x in picked]
+        if Completion.COMPLETED in got:
+            self.ref.seen["complete_batch completed"] += 1
+
+    @op(2, data=st.data(), count=st.integers(1, 4), short=st.booleans(), window=st.integers(1, 6))
+    def settle(self, data: st.DataObject, count: int, short: bool, window: int) -> None:
+        """The consumer's drain flush: complete finished attempts, claim from candidates
+        peeked earlier (some of which moved meanwhile), peek the next ones."""
+        finished = [self.pick(data) for _ in range(data.draw(st.integers(0, 3)))] if self.leases else []
+        pool = self.ref.pending_order() + sorted(self.ref.jobs)[:3]
+        candidates = data.draw(st.lists(st.sampled_from(pool), unique=True, max_size=6)
+                               if pool else st.just([]))
+        lease_ms = SHORT if short else LONG
+        t0 = self.now()
+        done, leases, peeked = self.q.settle(
+            [(x, b"") for x in finished], count=count, lease_ms=lease_ms,
+            candidates=[c.encode() for c in candidates], window=window)
+        t1 = self.now()
+        assert done == [self.ref.complete(x.id, x.attempt, True, (t0, t1)) for x in finished]
+        expect = self.ref.claim(candidates, count) if candidates else []
+        assert [x.id for x in leases] == expect
+        assert [p.decode() for p in peeked] == self.ref.pending_order()[:window]
+        self._adopt(leases, lease_ms, t0, t1)
+        self.ref.seen["settle completed"] += Completion.COMPLETED in done
+        self.ref.seen["settle claimed"] += bool(leases)
+
+    def _retry(self, lease: Lease, fail: bool, delay: int) -> RetryOutcome:
+        t0 = self.now()
+        if fail:
+            got = self.q.retry(lease, delay_ms=delay, error="boom")
+        else:
+            got = self.q.defer(lease, delay_ms=delay)
+        t1 = self.now()
+        assert got is self.ref.retry(lease.id, lease.attempt, fail, delay > 0, (t0, t1))
+        if got is RetryOutcome.SCHEDULED and delay:
+            self._delayed(lease.id, delay, t0, t1)
+        return got
+
+    @op(2, when=lambda self: self.leases, data=st.data(), fail=st.sampled_from([True, True, False]),
+          delay=st.sampled_from([0, 0, SHORT, SHORT, LONG]))
+    def retry(self, data: st.DataObject, fail: bool, delay: int) -> None:
+        self._retry(self.pick(data), fail, delay)
+
+    # ------------------------------------------------------------------ upkeep
+    def _reap(self) -> tuple[int, int]:
+        t0 = self.now()
+        got = self.q.reap()
+        t1 = self.now()
+        assert got == self.ref.reap((t0, t1))
+        return got
+
+    @op()
+    def reap(self) -> None:
+        self._reap()
+
+    @op()
+    def promote(self) -> None:
+        assert self.q.promote() == self.ref.promote()
+
+    @op(limit=st.integers(1, 4))
+    def requeue_dead(self, limit: int) -> None:
+        assert self.q.requeue_dead(limit=limit) == self.ref.requeue_dead(limit)
+
+    @op(limit=st.integers(1, 4))
+    def purge_dead(self, limit: int) -> None:
+        assert self.q.purge_dead(limit=limit) == self.ref.purge("dead", limit)
+
+    @op(2, expire=st.booleans())
+    def trim(self, expire: bool) -> None:
+        """Retention: rows younger than their keep window stay; older ones go."""
+        if not expire:
+            assert self.q.trim() == 0
+            self.ref.seen["retention kept young rows"] += any(
+                j.state in ("done", "dead") for j in self.ref.jobs.values())
+            return
+        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead")]
+        if times:
+            self.wait_past(max(times) + 1)
+        batch = self.q_short.options.reap_batch
+        expect = self.ref.purge("done", batch) + self.ref.purge("dead", batch)
+        assert self.q_short.trim() == expect
+
+    # --------------------------------------------------------------- the check
+    @invariant()
+    def server_matches_model(self) -> None:
+        ref, k = self.ref, self.q.keys
+        ids = sorted(ref.jobs)
+        gone = sorted(ref.gone | self.refused)
+        pipe = self.raw.pipeline(transaction=False)
+        for state in ("pending", "active", "delayed", "done", "dead"):
+            pipe.zrange(k[state], 0, -1, withscores=True)
+        pipe.hgetall(k["lanes"])
+        pipe.hgetall(k["inflight"])
+        pipe.hget(k["meta"], "vtime")
+        for jid in ids:
+            pipe.hgetall(self.q.job_key(jid))
+        for jid in gone:
+            pipe.exists(f"{self.q._job_prefix}{jid}")
+        replies = pipe.execute()
+        sets = {s: {m.decode(): _int(v) for m, v in replies[i]}
+                for i, s in enumerate(("pending", "active", "delayed", "done", "dead"))}
+        lanes, inflight, vtime = replies[5], replies[6], replies[7]
+        rows = dict(zip(ids, replies[8: 8 + len(ids)], strict=True))
+        assert not any(replies[8 + len(ids):]), "a deleted or refused id has a row"
+        for state, members in sets.items():
+            assert sorted(members) == ref.ids(state), state
+            ref.seen[state] += bool(members)
+        for jid, job in ref.jobs.items():
+            row = {f.decode(): v.decode() for f, v in rows[jid].items() if f != b"payload"}
+            assert rows[jid].get(b"payload") == job.payload
+            assert row["state"] == job.state, (jid, row, job)
+            assert int(row["attempts"]) == job.attempts, (jid, row, job)
+            assert int(row.get("failures", 0)) == job.failures, (jid, row, job)
+            assert row.get("lane") == job.lane
+            score = sets[job.state][jid]
+            if job.state == "pending":
+                assert score == job.score, (jid, score, job)
+            elif job.state == "active":
+                assert score == job.deadline
+            elif job.state == "delayed":
+                assert job.due_known and score == job.due, (jid, score, job)
+            elif job.state in ("done", "dead"):
+                assert job.at[0] <= score <= job.at[1], (jid, score, job)
+                job.at_exact = score
+        assert {a.decode(): _int(b) for a, b in lanes.items()} == ref.lanes
+        assert {a.decode(): b.decode() for a, b in inflight.items()} == ref.inflight
+        assert _int(vtime or 0) == ref.vtime
+        stats = self.q.stats()
+        assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead) == tuple(
+            len(ref.ids(s)) for s in ("pending", "active", "delayed", "done", "dead"))
