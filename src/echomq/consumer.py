@@ -17,6 +17,8 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 * Every beat one consumer of the queue (a ``SET NX PX`` token) runs promote and
   reap, and now and then retention: no separate scheduler process.
 * Transient server errors are retried with backoff; the loop never exits silently.
+* At start it refuses a server whose ``maxmemory-policy`` could evict jobs
+  (:mod:`echomq.eviction`), unless ``allow_eviction=True`` (then it warns).
 * :meth:`stop` stops claiming, lets running handlers finish within the grace
   period, then cancels them (their leases expire and the jobs run again).
 """
@@ -37,6 +39,7 @@ from echomq._async.connector import is_transient
 from echomq._async.queue import AsyncQueue
 from echomq._threads import HandlerThreads
 from echomq.errors import ServerUnavailable
+from echomq.eviction import check_eviction_policy
 from echomq.model import Completion, Lease
 from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
 
@@ -67,6 +70,8 @@ class ConsumerOptions:
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     maintenance: bool = True
     trim_every: int = 50  # beats between retention passes
+    # Run even if the server's maxmemory-policy could evict jobs (echomq.eviction).
+    allow_eviction: bool = False
 
     def __post_init__(self) -> None:
         if self.beat_ms < 1 or self.concurrency < 1:
@@ -132,7 +137,12 @@ class Consumer:
 
     # ------------------------------------------------------------ public
     async def run(self) -> None:
-        """Claim and run jobs until :meth:`stop`; then drain within the grace period."""
+        """Claim and run jobs until :meth:`stop`; then drain within the grace period.
+
+        First it checks the server's eviction policy: UnsafeEvictionPolicy if it could
+        silently drop jobs, unless ``options.allow_eviction`` (then a warning)."""
+        await check_eviction_policy(self.queue.connector, allow=self.options.allow_eviction,
+                                    who=self.name)
         aux = [asyncio.create_task(self._heartbeats(), name=f"{self.name}:beat"),
                asyncio.create_task(self._listen(), name=f"{self.name}:wake")]
         if self.options.maintenance:
