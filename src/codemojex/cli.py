@@ -51,6 +51,39 @@ from codemojex.bot.cli import bot as _bot  # noqa: E402  (the subcommand lives w
 main.add_command(_bot)
 
 
+@main.command()
+@click.option("--url", default=None, help="Valkey URL (default: ECHOMQ_URL)")
+@click.option("--database-url", default=None, help="PostgreSQL URL (default: CODEMOJEX_DATABASE_URL)")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8700, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--token", envvar="ECHOMQ_DASHBOARD_TOKEN", default=None,
+              help="secret that allows actions on jobs (default: ECHOMQ_DASHBOARD_TOKEN)")
+@click.option("--read-only", is_flag=True, help="refuse every action, even with the token")
+def dashboard(url: str | None, database_url: str | None, host: str, port: int, token: str | None,
+              read_only: bool) -> None:
+    """The EchoMQ dashboard with the game's page: rounds, pots, guesses, payouts, audit."""
+    import os
+
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    from codemojex.dashboard import game_page
+    from echomq.dashboard import DashboardOptions
+    from echomq.dashboard.app import serve
+    from echomq.errors import EchoMQError
+    from echomq.server import server_url_from_env
+
+    url = url or server_url_from_env()
+    database_url = database_url or os.environ.get("CODEMOJEX_DATABASE_URL")
+    if not url or not database_url:
+        raise click.UsageError("give --url and --database-url (or ECHOMQ_URL and CODEMOJEX_DATABASE_URL)")
+    try:
+        serve(url, host=host, port=port, options=DashboardOptions(token=token or None, read_only=read_only),
+              pages=[game_page(database_url)])
+    except (ValueError, OSError, EchoMQError, psycopg.Error, PoolTimeout) as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+
+
 async def _play(valkey_url: str, pg_url: str, opts: object, console: Console) -> bool:
     from codemojex.pg import open_pool
     from codemojex.play import PlayOptions

@@ -1,0 +1,113 @@
+"""The game's page in the EchoMQ dashboard (``codemojex dashboard``): rounds, pots,
+guesses scored, payouts and the wallet audit, read from PostgreSQL.
+
+It plugs into :func:`echomq.dashboard.create_app` as a :class:`~echomq.dashboard.Page`
+(echomq never imports the game; the game hands its page to the dashboard). Reads
+only; the audit is :func:`codemojex.wallet.audit`, the same check ``codemojex play``
+prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from codemojex.pg import open_pool
+from codemojex.wallet import audit
+from echomq.dashboard import Page
+from echomq.dashboard.render import ago, badge, esc, table
+
+__all__ = ["game_page", "render"]
+
+_ROUNDS = """
+SELECT r.id, r.emoji_set, r.state, r.opens_at, r.closes_at, r.settled_at, r.guess_price,
+       (SELECT coalesce(sum(g.charged), 0) FROM guesses g WHERE g.round_id = r.id),
+       (SELECT count(*) FROM guesses g WHERE g.round_id = r.id),
+       (SELECT count(*) FROM guesses g WHERE g.round_id = r.id AND g.score IS NOT NULL),
+       (SELECT coalesce(sum(amount), 0) FROM payouts p WHERE p.round_id = r.id),
+       (SELECT count(*) FROM payouts p WHERE p.round_id = r.id)
+FROM rounds r WHERE {where} ORDER BY {order} LIMIT %s
+"""
+_PAYOUTS = """
+SELECT p.round_id, p.player_id, pl.name, p.amount, p.created_at
+FROM payouts p JOIN players pl ON pl.id = p.player_id ORDER BY p.created_at DESC, p.round_id LIMIT %s
+"""
+_TOTALS = """
+SELECT (SELECT count(*) FROM players), (SELECT count(*) FROM rounds WHERE state <> 'settled'),
+       (SELECT count(*) FROM rounds WHERE state = 'settled'),
+       (SELECT coalesce(sum(l.amount), 0) FROM ledger l JOIN rounds r ON l.account = 'round:' || r.id
+        WHERE r.state <> 'settled'),
+       (SELECT coalesce(sum(amount), 0) FROM payouts),
+       extract(epoch FROM now()) * 1000
+"""
+
+
+def _ms(ts: Any) -> float:
+    return float(ts.timestamp() * 1000)
+
+
+async def _rows(pool: AsyncConnectionPool, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql, args)
+        return list(await cur.fetchall())
+
+
+def _round_rows(rows: list[tuple[Any, ...]], now_ms: float) -> list[list[str]]:
+    out = []
+    for rid, emoji_set, state, opens, closes, settled, price, pot, guesses, scored, paid, payees in rows:
+        when = (f"settled {ago(_ms(settled), now_ms)}" if settled is not None
+                else f"closes {ago(_ms(closes), now_ms)}" if state == "open"
+                else f"closed {ago(_ms(closes), now_ms)}")
+        out.append([f'<span class="mono">{esc(rid)}</span>', esc(emoji_set), badge(state), when,
+                    f"{price:,}", f"{pot:,}", f"{guesses:,}", f"{scored:,} / {guesses:,}",
+                    f"{paid:,} to {payees:,}" if payees else "–"])
+    return out
+
+
+async def render(pool: AsyncConnectionPool, *, limit: int = 20) -> str:
+    """The page's body (HTML, every value escaped)."""
+    (players, live, settled, at_stake, paid, now_ms), = await _rows(pool, _TOTALS)
+    now_ms = float(now_ms)
+    live_rows = await _rows(pool, _ROUNDS.format(where="r.state <> 'settled'", order="r.opens_at DESC"),
+                            (limit,))
+    done_rows = await _rows(pool, _ROUNDS.format(where="r.state = 'settled'",
+                                                 order="r.settled_at DESC NULLS LAST"), (limit,))
+    payouts = await _rows(pool, _PAYOUTS, (limit,))
+    books = await audit(pool)
+    heads = ["round", "emoji set", "state", "when", "price", "pot (charged)", "guesses", "scored", "paid"]
+    checks = [[esc(f.name.replace("_", " ")), f'<span class="mono">{esc(getattr(books, f.name))}</span>']
+              for f in dataclasses.fields(books)]
+    verdict = ('<span class="ok">✔ the books balance</span>' if books.ok
+               else '<span class="bad">✘ the audit found a discrepancy</span>')
+    cards = "".join(f'<div class="card stat"><b>{v:,}</b><span>{esc(k)}</span></div>' for k, v in (
+        ("players", players), ("open rounds", live), ("settled rounds", settled),
+        ("coins in open pots", at_stake), ("coins paid out", paid)))
+    prow = [[f'<span class="mono">{esc(r)}</span>', esc(name or pid), f"{amount:,}", ago(_ms(at), now_ms)]
+            for r, pid, name, amount, at in payouts]
+    live_t = table(heads, _round_rows(live_rows, now_ms), cls="rounds", empty="no open round")
+    done_t = table(heads, _round_rows(done_rows, now_ms), cls="settled", empty="no round settled yet")
+    pay_t = table(["round", "player", "coins", "when"], prow, cls="payouts", empty="no payout yet")
+    return (f'<h1>Codemojex</h1><div class="cards">{cards}</div>'
+            f"<h2>Open and closing rounds</h2>{live_t}<h2>Recently settled rounds</h2>{done_t}"
+            f"<h2>Recent payouts</h2>{pay_t}"
+            f'<h2 id="audit">Audit: {verdict}</h2>{table(["check", "value"], checks, cls="audit")}')
+
+
+def game_page(database_url: str) -> Page:
+    """The Codemojex page over the wallet at ``database_url`` (its pool opens with the app)."""
+    box: dict[str, AsyncConnectionPool] = {}
+
+    async def startup() -> None:
+        box["pool"] = await open_pool(database_url, min_size=1, max_size=4, checkout_timeout=5.0,
+                                 name="codemojex-dashboard")
+
+    async def cleanup() -> None:
+        if "pool" in box:
+            await box.pop("pool").close()
+
+    async def body() -> str:
+        return await render(box["pool"])
+
+    return Page(slug="codemojex", title="Codemojex", render=body, startup=startup, cleanup=cleanup)
