@@ -56,7 +56,7 @@ async def _rows(pool: AsyncConnectionPool, sql: str, args: tuple[Any, ...] = ())
 
 def _round_rows(rows: list[tuple[Any, ...]], now_ms: float) -> list[list[str]]:
     out = []
-    for rid, emoji_set, state, opens, closes, settled, price, pot, guesses, scored, paid, payees in rows:
+    for rid, emoji_set, state, _opens, closes, settled, price, pot, guesses, scored, paid, payees in rows:
         when = (f"settled {ago(_ms(settled), now_ms)}" if settled is not None
                 else f"closes {ago(_ms(closes), now_ms)}" if state == "open"
                 else f"closed {ago(_ms(closes), now_ms)}")
