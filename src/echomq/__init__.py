@@ -14,6 +14,7 @@ from echomq._async.queue import AsyncQueue
 from echomq._sync.cluster import ClusterConnector, connect
 from echomq._sync.connector import Connector
 from echomq._sync.queue import Queue
+from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import (
     EchoMQError,
     InvalidJobId,
@@ -21,6 +22,7 @@ from echomq.errors import (
     NotDurable,
     PayloadTooLarge,
     ProtocolVersionError,
+    QueueNotFound,
     ScriptContractError,
     ServerError,
     ServerUnavailable,
@@ -37,15 +39,22 @@ from echomq.model import (
     Stats,
     Verdict,
 )
+from echomq.outcomes import Ack, Backoff, Defer
+from echomq.supervisor import Supervisor
 
 __all__ = [
     "PROTOCOL",
+    "Ack",
     "AsyncClusterConnector",
     "AsyncConnector",
     "AsyncQueue",
+    "Backoff",
     "ClusterConnector",
     "Completion",
     "Connector",
+    "Consumer",
+    "ConsumerOptions",
+    "Defer",
     "EchoMQError",
     "InvalidJobId",
     "InvalidQueueName",
@@ -55,12 +64,14 @@ __all__ = [
     "PayloadTooLarge",
     "ProtocolVersionError",
     "Queue",
+    "QueueNotFound",
     "QueueOptions",
     "RetryOutcome",
     "ScriptContractError",
     "ServerError",
     "ServerUnavailable",
     "Stats",
+    "Supervisor",
     "Verdict",
     "connect",
     "connect_async",

@@ -2,6 +2,7 @@
 
     echomq demo [--jobs N]        admit a batch (with duplicates and a wrong-kind id),
                                   print the verdicts and rates, then drain it
+    echomq info [QUEUE...]        every queue: counts, rates, oldest pending, workers (--json)
     echomq stats QUEUE            counts per state          (--url, else ECHOMQ_URL)
     echomq browse QUEUE STATE     a page of jobs in a state
     echomq requeue-dead QUEUE     dead jobs back to pending
@@ -14,19 +15,36 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq import AsyncConnector, AsyncQueue, Connector, EchoMQError, Lease, Queue, Verdict, generate
+from echomq import AsyncConnector, AsyncQueue, EchoMQError, JobView, Lease, Stats, Verdict, generate, keyspace
+from echomq.clikit import Group, short_connector
 from echomq.consumer import Consumer, ConsumerOptions
+from echomq.info import ServerInfo, queue_info, server_info
+from echomq.info_view import render_info
 from echomq.server import EmbeddedValkey, server_url_from_env
 
+__all__ = ["main"]
+
+T = TypeVar("T")
 console = Console()
 
 
-@click.group()
+def _version() -> str:
+    try:
+        return metadata.version("echomq")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@click.group(cls=Group, name="echomq")
+@click.version_option(_version(), prog_name="echomq")
 def main() -> None:
     """EchoMQ: an atomic, Lua-first job queue on Valkey."""
 
@@ -89,19 +107,44 @@ async def _demo(url: str, jobs: int, name: str, *, embedded: bool) -> None:
         await conn.aclose()
 
 
-def _queue(url: str | None, name: str) -> Queue:
+def _url(url: str | None) -> str:
     url = url or server_url_from_env()
     if not url:
         raise click.UsageError("give --url or set ECHOMQ_URL")
-    return Queue(Connector.from_url(url), name)
+    return url
+
+
+def _run_on(url: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``action(connector)`` on a short-budget connector to ``url`` and close it."""
+    connector = short_connector(_url(url))
+
+    async def go() -> T:
+        try:
+            return await action(connector)
+        finally:
+            await connector.aclose()
+
+    return asyncio.run(go())
+
+
+async def _checked(connector: Any, queue: str) -> AsyncQueue:
+    """The queue named ``queue``; QueueNotFound (one line) for a name never written."""
+    await queue_info(connector, keyspace.check_queue(queue))  # raises QueueNotFound
+    return AsyncQueue(connector, queue)
+
+
+URL = click.option("--url", default=None, help="server URL (default: ECHOMQ_URL)")
 
 
 @main.command()
 @click.argument("queue")
-@click.option("--url", default=None, help="server URL (default: ECHOMQ_URL)")
+@URL
 def stats(queue: str, url: str | None) -> None:
     """Counts of QUEUE's jobs in each state."""
-    s = _queue(url, queue).stats()
+    async def go(connector: Any) -> Stats:
+        return await (await _checked(connector, queue)).stats()
+
+    s = _run_on(url, go)
     console.print(f"pending={s.pending} active={s.active} delayed={s.delayed} "
                   f"done={s.done} dead={s.dead}")
 
@@ -109,34 +152,113 @@ def stats(queue: str, url: str | None) -> None:
 @main.command()
 @click.argument("queue")
 @click.argument("state", type=click.Choice(["pending", "active", "delayed", "done", "dead"]))
-@click.option("--url", default=None)
-@click.option("--limit", default=20, show_default=True)
+@URL
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def browse(queue: str, state: str, url: str | None, limit: int) -> None:
     """A page of QUEUE's jobs in STATE, with their rows."""
+    async def go(connector: Any) -> list[JobView]:
+        return await (await _checked(connector, queue)).browse(state, limit=limit)
+
     table = Table(title=f"{queue}: {state}")
     for col in ("id", "score", "attempts", "error", "payload"):
         table.add_column(col)
-    for v in _queue(url, queue).browse(state, limit=limit):
-        table.add_row(v.id, f"{v.score:.0f}", str(v.attempts),
-                      v.row.get("error", b"").decode(errors="replace"),
+    for v in _run_on(url, go):
+        error = v.row.get("error", b"").decode(errors="replace")
+        table.add_row(v.id, f"{v.score:.0f}", str(v.attempts), error.splitlines()[0] if error else "",
                       repr(v.row.get("payload", b"")[:40]))
     console.print(table)
 
 
 @main.command("requeue-dead")
 @click.argument("queue")
-@click.option("--url", default=None)
+@URL
 def requeue_dead(queue: str, url: str | None) -> None:
     """Put QUEUE's dead jobs back on pending."""
-    console.print(f"requeued {_queue(url, queue).requeue_dead()}")
+    async def go(connector: Any) -> int:
+        return await (await _checked(connector, queue)).requeue_dead()
+
+    console.print(f"requeued {_run_on(url, go)}")
 
 
 @main.command("purge-dead")
 @click.argument("queue")
-@click.option("--url", default=None)
+@URL
 def purge_dead(queue: str, url: str | None) -> None:
     """Delete QUEUE's dead jobs."""
-    console.print(f"purged {_queue(url, queue).purge_dead()}")
+    async def go(connector: Any) -> int:
+        return await (await _checked(connector, queue)).purge_dead()
+
+    console.print(f"purged {_run_on(url, go)}")
+
+
+@main.command()
+@click.argument("queues", nargs=-1)
+@URL
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
+def info(queues: tuple[str, ...], url: str | None, as_json: bool) -> None:
+    """Every queue on the server (or the QUEUES named): counts, rates, age, workers."""
+    names = [keyspace.check_queue(q) for q in queues] or None
+
+    async def go(connector: Any) -> ServerInfo:
+        return await server_info(connector, names)
+
+    found = _run_on(url, go)
+    if as_json:
+        click.echo(found.to_json())
+    else:
+        render_info(found, console)
+
+
+@main.command()
+@click.argument("target")
+@click.option("-q", "--queue", "queues", multiple=True, help="a queue to serve (repeat for several)")
+@click.option("-c", "--concurrency", type=click.IntRange(1, 100_000), default=None,
+              help="jobs in flight per queue [32]")
+@click.option("--burst", is_flag=True, default=None, help="exit once the queues are empty")
+@URL
+@click.option("--grace", "grace_s", type=click.FloatRange(0, 86_400), default=None,
+              help="seconds in-flight jobs get to finish at shutdown before they are handed back [10]")
+@click.option("--lease-ms", type=click.IntRange(1, None), default=None, help="lease length [10000]")
+@click.option("--metrics-port", type=click.IntRange(0, 65_535), default=None,
+              help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port)")
+@click.option("-v", "--verbose", is_flag=True, help="log at INFO")
+def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst: bool | None,
+           url: str | None, grace_s: float | None, lease_ms: int | None, metrics_port: int | None,
+           verbose: bool) -> None:
+    """Run TARGET (package.module:handler with --queue, or package.module:WorkerSettings).
+
+    SIGTERM or SIGINT: stop claiming, let running jobs finish within the grace period,
+    hand the rest back at once, exit 0 (a second signal: hand back now).
+    """
+    import logging
+
+    from echomq.worker import load_target, run_worker, settings_for
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_for(load_target(target), queues=[keyspace.check_queue(q) for q in queues],
+                            concurrency=concurrency, burst=burst, url=url or server_url_from_env(),
+                            grace_s=grace_s, lease_ms=lease_ms, metrics_port=metrics_port)
+    if settings.url is None:
+        raise click.UsageError("give --url or set ECHOMQ_URL")
+    short_connector(settings.url)  # a malformed URL is refused before anything starts
+    report = asyncio.run(run_worker(settings))
+    took = f" in {report.shutdown_s:.2f}s" if report.shutdown_s is not None else ""
+    click.echo(f"echomq worker {report.name}: stopped{took}; completed {report.completed}, "
+               f"failed {report.failed}, handed back {report.handed_back}", err=True)
+
+
+@main.command()
+@click.option("--port", type=click.IntRange(0, 65_535), default=6379, show_default=True,
+              help="0: any free port")
+@click.option("--dir", "data_dir", type=click.Path(file_okay=False), default=None,
+              help="keep the data (AOF) here; default: a temporary directory removed at exit")
+def server(port: int, data_dir: str | None) -> None:
+    """Run an embedded Valkey on 127.0.0.1 for local use until Ctrl-C."""
+    from echomq.server import serve_forever
+
+    serve_forever(port=port or None, data_dir=data_dir,
+                  ready=lambda url: click.echo(f"valkey on {url} (ECHOMQ_URL={url}); Ctrl-C stops it"))
 
 
 @main.command()

@@ -20,7 +20,11 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 * At start it refuses a server whose ``maxmemory-policy`` could evict jobs
   (:mod:`echomq.eviction`), unless ``allow_eviction=True`` (then it warns).
 * :meth:`stop` stops claiming, lets running handlers finish within the grace
-  period, then cancels them (their leases expire and the jobs run again).
+  period, then cancels them and hands their jobs back at once (``defer`` with no
+  delay, fenced by the attempt: pending again, no failure counted) instead of
+  leaving them to a lease expiry. ``stop(hurry=True)`` ends the grace period now.
+* A handler's exception is logged with its traceback; the row keeps its type,
+  message and a bounded traceback (:mod:`echomq.failures`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from echomq._async.queue import AsyncQueue
 from echomq._threads import HandlerThreads
 from echomq.errors import ServerUnavailable
 from echomq.eviction import check_eviction_policy
+from echomq.failures import failure_text
 from echomq.model import Completion, Lease
 from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
 
@@ -90,6 +95,8 @@ class ConsumerStats:
     lost: int = 0  # leases found lost: outcome discarded
     stale: int = 0  # finishes refused by the fence
     errors: int = 0  # transient server errors ridden out
+    handed_back: int = 0  # in flight at the end of the grace period: pending again at once
+    reaped: int = 0  # expired leases this consumer's upkeep re-exposed (requeued or dead)
 
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
@@ -132,6 +139,7 @@ class Consumer:
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._threads: HandlerThreads | None = None
         self._stopping = asyncio.Event()
+        self._hurry = False
         self._beats = 0
         self._closed = False
 
@@ -165,8 +173,10 @@ class Consumer:
             await _cancel_and_wait(aux)
             await _cancel_and_wait(list(self._running))
 
-    def stop(self) -> None:
-        """Stop claiming; :meth:`run` returns once running handlers are done (or cancelled)."""
+    def stop(self, *, hurry: bool = False) -> None:
+        """Stop claiming; :meth:`run` returns once running handlers are done, or at the end
+        of the grace period (at once with ``hurry``) with the rest handed back."""
+        self._hurry = self._hurry or hurry
         self._stopping.set()
         self._kick.set()
 
@@ -250,13 +260,27 @@ class Consumer:
                 await event.wait()
 
     async def _drain(self) -> None:
-        if not self._running:
-            return
-        _, pending = await asyncio.wait(set(self._running), timeout=self.options.grace_s)
-        for task in pending:
+        deadline = time.monotonic() + self.options.grace_s
+        while self._running and not self._hurry and time.monotonic() < deadline:
+            self._kick.clear()  # set by every finished handler and by stop(hurry=True)
+            await self._wait(self._kick, deadline - time.monotonic())
+        late = list(self._running.items())
+        for task, _ in late:
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.gather(*(t for t, _ in late), return_exceptions=True)
+        await self._hand_back([lease for _, lease in late])
+
+    async def _hand_back(self, leases: list[Lease]) -> None:
+        """Return unfinished jobs to pending now, fenced by their attempt, no failure counted
+        (a finish that landed meanwhile makes this STALE: nothing changes)."""
+        replies = await asyncio.gather(*(self.queue.defer(x, delay_ms=0) for x in leases),
+                                       return_exceptions=True)
+        for lease, reply in zip(leases, replies, strict=True):
+            if isinstance(reply, BaseException):
+                log.warning("%s: could not hand back %s (%r); its lease will expire",
+                            self.name, lease.id, reply)
+            elif reply.value == "scheduled":
+                self.stats.handed_back += 1
 
     async def _run_one(self, lease: Lease) -> None:
         try:
@@ -273,7 +297,9 @@ class Consumer:
                 return  # lease lost: the outcome is discarded, the job runs elsewhere
             raise
         except Exception as exc:
-            outcome = Backoff(error=f"{type(exc).__name__}: {exc}"[:2000])
+            log.warning("%s: job %s attempt %d failed", self.name, lease.id, lease.attempt,
+                        exc_info=exc)
+            outcome = Backoff(error=failure_text(exc))
         # From here the fenced finish decides; a heartbeat racing it must not call the
         # lease lost (complete may already have cleared it) nor cancel the write.
         self._finishing.add(lease.id)
@@ -390,8 +416,11 @@ class Consumer:
                 self._beats += 1
                 while await q.promote() >= q.options.reap_batch:
                     pass
-                while sum(await q.reap()) >= q.options.reap_batch:
-                    pass
+                while True:
+                    reaped = sum(await q.reap())
+                    self.stats.reaped += reaped
+                    if reaped < q.options.reap_batch:
+                        break
                 if self._beats % o.trim_every == 0:
                     await q.trim()
             except Exception as exc:

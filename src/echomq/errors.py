@@ -11,6 +11,7 @@ values, never exceptions. Exceptions are for misuse and for failures::
     ├── ProtocolVersionError    the queue was written by an incompatible protocol version
     ├── ServerError             the server answered an error a script did not expect
     ├── ServerUnavailable       the server could not be reached within the retry budget
+    ├── QueueNotFound           an operator command named a queue the server has never seen
     └── NotDurable              an admission fewer replicas acknowledged than the queue asks
 """
 
@@ -23,6 +24,7 @@ __all__ = [
     "NotDurable",
     "PayloadTooLarge",
     "ProtocolVersionError",
+    "QueueNotFound",
     "ScriptContractError",
     "ServerError",
     "ServerUnavailable",
@@ -66,3 +68,7 @@ class NotDurable(EchoMQError):
     acknowledged within ``durable_timeout_ms``. The job *was* written on the primary, so
     it may run, or be lost if that primary fails before its replica catches up: treat it
     as not admitted and resend the same id later (a resend answers DUPLICATE if it held)."""
+
+
+class QueueNotFound(EchoMQError, LookupError):
+    """An inspection named a queue that has no keys on the server (a mistyped name)."""

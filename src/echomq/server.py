@@ -20,13 +20,16 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from echomq.errors import ServerUnavailable
 
-__all__ = ["ENV_URL", "EmbeddedValkey", "free_port", "server_url_from_env", "valkey_binary"]
+__all__ = ["ENV_URL", "EmbeddedValkey", "free_port", "serve_forever", "server_url_from_env",
+           "valkey_binary"]
 
 ENV_URL = "ECHOMQ_URL"
 
@@ -120,8 +123,11 @@ class EmbeddedValkey:
         """Start the server and wait until it answers PING (a loading server answers LOADING)."""
         if self.process and self.process.poll() is None:
             return self
+        # Its own session (process group): a Ctrl-C in the terminal reaches this process
+        # only, which stops the server itself, in order, instead of the server dying first.
         self.process = subprocess.Popen(
-            self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         if not self._atexit:
             atexit.register(self.stop)
@@ -184,3 +190,46 @@ class EmbeddedValkey:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def serve_forever(*, port: int | None = None, data_dir: str | Path | None = None,
+                  ready: Callable[[str], None] | None = None) -> None:
+    """Run one embedded server until SIGINT or SIGTERM, then stop it and remove its
+    temporary data directory (``echomq server``, ``python -m echomq.server``)."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server = EmbeddedValkey(port=port, data_dir=data_dir)
+    try:
+        server.start()
+        if ready is not None:
+            ready(server.url)
+        while not stop.is_set():
+            if server.process is None or server.process.poll() is not None:
+                raise ServerUnavailable(f"valkey-server exited; see {server.data_dir / 'valkey.log'}")
+            stop.wait(0.2)
+    finally:
+        server.cleanup()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m echomq.server [--port N] [--dir PATH]``."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m echomq.server",
+                                     description="Run an embedded Valkey on 127.0.0.1 until Ctrl-C.")
+    parser.add_argument("--port", type=int, default=6379, help="0: any free port (default 6379)")
+    parser.add_argument("--dir", default=None, help="data directory (default: temporary)")
+    args = parser.parse_args(argv)
+    try:
+        serve_forever(port=args.port or None, data_dir=args.dir,
+                      ready=lambda url: print(f"valkey on {url}; Ctrl-C stops it", flush=True))
+    except (ServerUnavailable, OSError) as exc:
+        print(f"python -m echomq.server: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -80,7 +80,10 @@ async def test_failures_back_off_then_die_with_the_error(conn: AsyncConnector, q
     async with running(consumer):
         await wait_for(lambda: _dead(q))
     assert calls == 3 and consumer.stats.dead == 1 and consumer.stats.retried == 2
-    assert raw.hget(f"emq:{{{qname}}}:job:{a}", "error") == b"RuntimeError: bad 3"
+    error = raw.hget(f"emq:{{{qname}}}:job:{a}", "error")
+    assert error is not None
+    head, traceback = error.decode().split("\n", 1)  # type, message, then a bounded traceback
+    assert head == "RuntimeError: bad 3" and traceback.startswith("Traceback (most recent call last):")
     assert assert_consistent(raw, qname) == {a: "dead"}
 
 
@@ -166,19 +169,39 @@ async def test_shutdown_lets_running_handlers_finish(queue: AsyncQueue, raw: red
     assert consumer.stats.completed == 3
 
 
-async def test_shutdown_cancels_after_the_grace_period(queue: AsyncQueue, raw: redis.Redis) -> None:
+async def test_shutdown_hands_back_after_the_grace_period(queue: AsyncQueue, raw: redis.Redis) -> None:
     async def forever(lease: Lease) -> None:
         await asyncio.sleep(60)
 
-    await queue.enqueue(jid(), b"")
-    opts = ConsumerOptions(beat_ms=20, lease_ms=2000, grace_s=0.2)
+    job = jid()
+    await queue.enqueue(job, b"")
+    opts = ConsumerOptions(beat_ms=20, lease_ms=60_000, grace_s=0.2)
     consumer = Consumer(queue, forever, options=opts)
     task = asyncio.create_task(consumer.run())
     await wait_for(lambda: _active(queue))
     consumer.stop()
     await asyncio.wait_for(task, 5)
-    # the job is not lost: still active until its lease expires, then reaped
-    assert set(assert_consistent(raw, queue.name).values()) == {"active"}
+    # handed back at once (not left to a 60 s lease): pending, no failure counted
+    assert consumer.stats.handed_back == 1
+    assert set(assert_consistent(raw, queue.name).values()) == {"pending"}
+    row = await queue.job(job)
+    assert row is not None and row["attempts"] == b"1" and "failures" not in row
+
+
+async def test_a_hurried_stop_skips_the_grace_period(queue: AsyncQueue) -> None:
+    async def forever(lease: Lease) -> None:
+        await asyncio.sleep(60)
+
+    await queue.enqueue(jid(), b"")
+    consumer = Consumer(queue, forever, options=ConsumerOptions(beat_ms=20, lease_ms=60_000, grace_s=60))
+    task = asyncio.create_task(consumer.run())
+    await wait_for(lambda: _active(queue))
+    consumer.stop()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # waiting out the grace period for the handler
+    consumer.stop(hurry=True)
+    await asyncio.wait_for(task, 5)
+    assert consumer.stats.handed_back == 1 and (await queue.stats()).pending == 1
 
 
 async def _active(q: AsyncQueue) -> bool:
