@@ -221,10 +221,12 @@ def info(queues: tuple[str, ...], url: str | None, as_json: bool) -> None:
 @click.option("--lease-ms", type=click.IntRange(1, None), default=None, help="lease length [10000]")
 @click.option("--metrics-port", type=click.IntRange(0, 65_535), default=None,
               help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port)")
+@click.option("--allow-eviction", is_flag=True, default=None,
+              help="run even if the server's maxmemory-policy could evict jobs (warns)")
 @click.option("-v", "--verbose", is_flag=True, help="log at INFO")
 def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst: bool | None,
            url: str | None, grace_s: float | None, lease_ms: int | None, metrics_port: int | None,
-           verbose: bool) -> None:
+           allow_eviction: bool | None, verbose: bool) -> None:
     """Run TARGET (package.module:handler with --queue, or package.module:WorkerSettings).
 
     SIGTERM or SIGINT: stop claiming, let running jobs finish within the grace period,
@@ -238,7 +240,8 @@ def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_for(load_target(target), queues=[keyspace.check_queue(q) for q in queues],
                             concurrency=concurrency, burst=burst, url=url or server_url_from_env(),
-                            grace_s=grace_s, lease_ms=lease_ms, metrics_port=metrics_port)
+                            grace_s=grace_s, lease_ms=lease_ms, metrics_port=metrics_port,
+                            allow_eviction=allow_eviction)
     if settings.url is None:
         raise click.UsageError("give --url or set ECHOMQ_URL")
     short_connector(settings.url)  # a malformed URL is refused before anything starts

@@ -38,6 +38,7 @@ from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
 from echomq.consumer import Consumer, ConsumerOptions, Handler
+from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
 from echomq.model import Lease, QueueOptions
 from echomq.outcomes import Backoff, Defer, Outcome
@@ -69,6 +70,7 @@ class WorkerSettings:
     metrics_host: str = "127.0.0.1"
     on_startup: Hook | None = None
     on_shutdown: Hook | None = None
+    allow_eviction: bool = False  # run even if the server's maxmemory-policy could evict jobs
 
     def __post_init__(self) -> None:
         if not self.handlers:
@@ -83,7 +85,8 @@ class WorkerSettings:
 
     def consumer_options(self) -> ConsumerOptions:
         return ConsumerOptions(beat_ms=self.beat_ms, lease_ms=self.lease_ms,
-                               concurrency=self.concurrency, grace_s=self.grace_s)
+                               concurrency=self.concurrency, grace_s=self.grace_s,
+                               allow_eviction=self.allow_eviction)
 
     @classmethod
     def from_object(cls, obj: Any) -> WorkerSettings:
@@ -237,6 +240,8 @@ class Worker:
     async def _run(self, connector: AsyncConnector | AsyncClusterConnector) -> WorkerReport:
         s = self.settings
         self._clock_offset_ms = await connector.server_time_ms() - time.time() * 1000
+        # Refuse (or, if allowed, warn about) a server that could evict jobs, before anything runs.
+        await check_eviction_policy(connector, allow=s.allow_eviction, who=self.name)
         if s.on_startup is not None:
             await s.on_startup()
         opts = s.consumer_options()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -84,3 +87,20 @@ async def test_every_primary_of_a_cluster_is_checked(local_cluster: LocalCluster
         client.config_set("maxmemory-policy", "noeviction")
         client.close()
         await conn.aclose()
+
+
+ECHOMQ = [sys.executable, "-c", "from echomq.cli import main; main()"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_echomq_worker_refuses_in_one_line_unless_allowed(lru_server: EmbeddedValkey) -> None:
+    cmd = [*ECHOMQ, "worker", "tests.echomq.worker_targets:ok", "--queue", "evict", "--url",
+           lru_server.url, "--burst"]
+    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1].startswith("echomq: error: ")
+    assert "maxmemory-policy allkeys-lru" in refused.stderr and "Traceback" not in refused.stderr
+    allowed = subprocess.run([*cmd, "--allow-eviction"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "allkeys-lru" in allowed.stderr and "running anyway" in allowed.stderr
