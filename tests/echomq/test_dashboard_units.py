@@ -94,3 +94,31 @@ def test_percentile_and_duration() -> None:
     assert percentile([5, 1, 3], 50) == 3 and percentile(list(range(1, 101)), 95) == 95
     assert [duration(x) for x in (0.25, 5, 75, 7300, 90000)] == [
         "250 ms", "5.0 s", "1 min 15 s", "2 h 1 min", "1 d 1 h"]
+
+
+async def test_the_dashboards_reads_on_this_topology(queue: AsyncQueue) -> None:
+    """discover, summary, lanes, job_detail and one History sample, on both topologies."""
+    from echomq.dashboard import data
+    from echomq.dashboard.history import History
+
+    conn = queue.connector
+    history = History(conn, interval_s=60)
+    await history.sample([queue.name])  # before any job: a baseline sample
+    ids = [generate("JOB") for _ in range(4)]
+    for i in ids[:3]:
+        await queue.enqueue(i, b"{}")
+    await queue.admit(ids[3], b"{}", lane="L", serial=True)
+    leases = await queue.claim(2, lease_ms=60_000)
+    await queue.complete_many(leases)
+    assert queue.name in await data.discover(conn)
+    s = await data.summary(conn, queue.name)
+    assert (s.counts.pending, s.counts.done) == (2, 2)
+    assert s.oldest_pending_age_s is not None and s.oldest_pending_age_s < 60
+    lanes, waiting, complete = await data.lanes(conn, queue.name)
+    assert [(x.name, x.backlog) for x in lanes] == [("L", 1)] and waiting == 1 and complete
+    detail = await data.job_detail(conn, queue.name, leases[0].id)
+    assert detail is not None and detail.state == "done" and detail.score is not None
+    await history.sample([queue.name])
+    last = history.samples(queue.name)[-1]
+    assert (last.pending, last.done, last.completed) == (2, 2, 2)
+    assert last.p50_ms is not None and 0 <= last.p50_ms < 60_000

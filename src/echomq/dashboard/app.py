@@ -23,12 +23,15 @@ from importlib import resources
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
+from redis.exceptions import RedisError
 
 from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
 from echomq.dashboard import data
 from echomq.dashboard.history import History
 from echomq.dashboard.render import esc, layout
+from echomq.errors import EchoMQError
 
 __all__ = ["COOKIE", "DashboardOptions", "Page", "State", "create_app", "serve"]
 
@@ -173,6 +176,18 @@ async def logout(request: web.Request) -> web.Response:
     raise resp
 
 
+@web.middleware
+async def _unavailable(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A server that cannot be reached (or refuses) is a 503 page with one line, not a traceback."""
+    try:
+        return await handler(request)
+    except (EchoMQError, RedisError) as exc:
+        st = state(request)
+        body = (f'<h1>Server unavailable</h1><p class="flash err" role="alert">{esc(type(exc).__name__)}: '
+                f"{esc(exc)}</p><p>The page will work again once the server answers.</p>")
+        return st.html(request, "Server unavailable", body, status=503)
+
+
 def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequence[Page] = (),
                connector: AsyncConnector | AsyncClusterConnector | None = None) -> web.Application:
     """The dashboard over the server (or cluster) at ``url``; ``pages`` are plug-in pages.
@@ -186,13 +201,14 @@ def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequ
     slugs = [p.slug for p in pages]
     if len(set(slugs)) != len(slugs) or not all(s.isidentifier() for s in slugs):
         raise ValueError("plug-in page slugs must be distinct identifiers")
-    app = web.Application(client_max_size=256 * 1024)
+    app = web.Application(client_max_size=256 * 1024, middlewares=[_unavailable])
     st = State(url=url, options=opts, pages=tuple(pages), conn=connector)
     app[STATE] = st
 
     async def start(app: web.Application) -> None:
         if st.conn is None:
-            st.conn = connect_async(url)
+            # A short retry budget: a page says "server unavailable" in 3 s instead of hanging.
+            st.conn = connect_async(url, retry_budget_s=3.0)
         await st.connector.server_time_ms()  # an unreachable server fails the start, not a page
         st.history = History(st.connector, interval_s=opts.sample_s, length=opts.history)
         task = asyncio.create_task(st.history.run(st.queues))

@@ -156,13 +156,14 @@ async def queue_page(request: web.Request) -> web.Response:
         pay = row.get("payload", b"")[:60].decode(errors="replace")
         pick = (f'<input type="checkbox" name="id" value="{esc(v.id)}" aria-label="select {esc(v.id)}">'
                 if moves else "")
-        rows.append([pick, f'<a class="mono" href="{esc(_qurl(name))}/jobs/{esc(v.id)}">{esc(v.id)}</a>',
+        rows.append([*([pick] if moves else []),
+                     f'<a class="mono" href="{esc(_qurl(name))}/jobs/{esc(v.id)}">{esc(v.id)}</a>',
                      when, str(v.attempts), esc(row.get("lane", b"").decode(errors="replace")),
                      f'<span class="err" title="{esc(err)}">{esc(err[:80])}</span>',
                      f'<span class="mono dim">{esc(pay)}</span>'])
-    jobs = table(["<input type=checkbox class=all aria-label='select all'>" if moves else "", "id",
-                  WHEN[where], "attempts", "lane", "last error", "payload"], rows, cls="jobs",
-                 empty=f"no {where} jobs")
+    pick_all = ["<input type=checkbox class=all aria-label='select all'>"] if moves else []
+    jobs = table([*pick_all, "id", WHEN[where], "attempts", "lane", "last error", "payload"], rows,
+                 cls="jobs", empty=f"no {where} jobs")
     buttons = "".join(
         f'<button name="action" value="{a}" class="act {a}" data-confirm="{a} {{n}} {where} job(s) '
         f'of {esc(name)}?">{a.capitalize()} selected</button>' for a in moves)
@@ -260,8 +261,8 @@ def _history(d: data.JobDetail, created: int) -> str:
     if d.field("error"):
         events.append((None, f"last failure: {d.field('error').partition(chr(10))[0][:120]}"))
     if d.score is not None:
-        what = {"active": "leased until", "delayed": "due at", "done": "finished at",
-                "dead": "died at", "pending": ""}.get(d.state, "")
+        what = {"active": "lease deadline", "delayed": "due", "done": "finished",
+                "dead": "died (moved to the dead set)", "pending": ""}.get(d.state, "")
         if what:
             events.append((int(d.score), what))
     items = "".join(f"<li>{'<b>' + esc(utc(t)) + '</b> ' if t is not None else ''}{esc(text)}</li>"
