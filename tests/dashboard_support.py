@@ -12,13 +12,15 @@ import asyncio
 import json
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from echomq import Connector, Queue, QueueOptions, generate
+
+T = TypeVar("T")
 
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -109,6 +111,39 @@ def seed(url: str, name: str, *, pending: int = 30) -> dict[str, list[str]]:
                 "hostile": [hostile], "binary": [binary]}
     finally:
         conn.close()
+
+
+def in_thread(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion on a loop of its own in another thread (Playwright's
+    sync API keeps a loop running in the test's thread)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(fn())
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def register_worker(url: str, queue: str, name: str, about: dict[str, Any]) -> None:
+    """Register a worker on ``queue`` for ten minutes through echomq's registry."""
+    from echomq import AsyncConnector
+    from echomq.registry import Registration
+
+    async def beat() -> None:
+        conn = AsyncConnector.from_url(url)
+        try:
+            await Registration(conn, [queue], name=name, beat_s=60, ttl_s=600, about=lambda: about).beat()
+        finally:
+            await conn.aclose()
+    in_thread(beat)
 
 
 def counts(url: str, name: str) -> dict[str, int]:

@@ -18,7 +18,7 @@ import pytest
 
 from echomq.dashboard import DashboardOptions, create_app
 from echomq.server import EmbeddedValkey
-from tests.dashboard_support import browser, counts, row, seed, served
+from tests.dashboard_support import browser, counts, register_worker, row, seed, served
 
 TOKEN = "s3cret-dashboard-token"
 Q = "emails"
@@ -32,7 +32,10 @@ def server() -> Iterator[EmbeddedValkey]:
 
 @pytest.fixture(scope="module")
 def jobs(server: EmbeddedValkey) -> dict[str, list[str]]:
-    return seed(server.url, Q)
+    ids = seed(server.url, Q)
+    register_worker(server.url, Q, "mailer-1", {"concurrency": 8, "running": 2,
+                                                "last_minute": {"processed": 42, "failed": 3}})
+    return ids
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +83,9 @@ def test_overview_shows_every_state_charts_and_the_queue(page: Any, site: str, t
     cells = row_.locator("td").all_inner_texts()
     assert cells[:6] == [Q, "33", "3", "1", "5", "4"]  # pending active delayed done dead
     assert re.search(r"ago", cells[6])  # the oldest pending job's age
+    assert cells[7] == "5 / 4" and cells[-1] == "1"  # done / dead in the last minute; workers
+    worker = page.locator("table.workers tbody tr").first.locator("td").all_inner_texts()
+    assert worker[:5] == ["mailer-1", Q, "8", "2", "42 / 3"] and worker[5].startswith("in ")
     # The sampler has run: the charts hold points, and the throughput chart names the queue.
     page.wait_for_function("document.querySelectorAll('svg.chart circle').length > 0", timeout=10_000)
     page.reload()
@@ -236,4 +242,6 @@ def test_read_only_mode_refuses_even_with_the_token(chromium: Any, server: Embed
 def test_metrics_endpoint_exposes_depth_by_state(site: str) -> None:
     with urllib.request.urlopen(f"{site}/metrics", timeout=10) as resp:
         text = resp.read().decode()
-    assert re.search(r'^echomq_queue_jobs\{queue="emails",state="active"\} 3\.0$', text, re.M), text
+    assert re.search(r'^echomq_jobs\{queue="emails",state="active"\} 3\.0$', text, re.M), text
+    assert re.search(r'^echomq_oldest_pending_age_seconds\{queue="emails"\} \d', text, re.M), text
+    assert re.search(r'^echomq_completed_per_second\{queue="emails"\} ', text, re.M), text

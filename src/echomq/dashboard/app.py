@@ -32,6 +32,7 @@ from echomq.dashboard import data
 from echomq.dashboard.history import History
 from echomq.dashboard.render import esc, layout
 from echomq.errors import EchoMQError
+from echomq.metrics import QueueMetrics
 
 __all__ = ["COOKIE", "DashboardOptions", "Page", "State", "create_app", "serve"]
 
@@ -85,6 +86,7 @@ class State:
     pages: Sequence[Page]
     conn: AsyncConnector | AsyncClusterConnector | None = None
     history: History | None = None
+    metrics: QueueMetrics | None = None
     _queues: list[str] = field(default_factory=list)
     _queues_at: float = -1e9
 
@@ -211,6 +213,7 @@ def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequ
             st.conn = connect_async(url, retry_budget_s=3.0)
         await st.connector.server_time_ms()  # an unreachable server fails the start, not a page
         st.history = History(st.connector, interval_s=opts.sample_s, length=opts.history)
+        st.metrics = metrics.queue_metrics(st.history)
         task = asyncio.create_task(st.history.run(st.queues))
         app[_SAMPLER] = task
         for p in st.pages:

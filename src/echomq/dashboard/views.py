@@ -14,7 +14,7 @@ from echomq.dashboard.app import State, state
 from echomq.dashboard.charts import Series, line_chart
 from echomq.dashboard.history import Sample
 from echomq.dashboard.render import ago, badge, duration, esc, payload_preview, table, utc
-from echomq.errors import InvalidQueueName
+from echomq.errors import InvalidQueueName, QueueNotFound
 from echomq.keyspace import check_queue
 
 __all__ = ["job_page", "overview", "plugin_page", "queue_page"]
@@ -68,35 +68,48 @@ def _pick(s: Sample, what: str) -> float | None:
 async def overview(request: web.Request) -> web.Response:
     st = state(request)
     names = await st.queues()
-    sums = [await data.summary(st.connector, n) for n in names]
+    sums = []
+    for n in names:
+        try:
+            sums.append(await data.summary(st.connector, n))
+        except QueueNotFound:
+            continue  # deleted since the scan
     totals = {s: sum(getattr(q.counts, s) for q in sums) for s in STATES}
-    workers = [(q.name, w) for q in sums for w in q.workers]
+    workers = [(q.name, w, q.now_ms) for q in sums for w in q.workers]
     cards = "".join(f'<a class="card stat {s}" href="#queues"><b>{totals[s]:,}</b><span>{s}</span></a>'
                     for s in STATES)
     cards += (f'<div class="card stat"><b>{len(names)}</b><span>queues</span></div>'
-              f'<div class="card stat"><b>{len({w["name"] for _, w in workers})}</b>'
+              f'<div class="card stat"><b>{len({w.name for _, w, _ in workers})}</b>'
               '<span>workers</span></div>')
     rows = []
     for q in sums:
         ring = st.history.samples(q.name) if st.history else []
         last = ring[-1] if ring else None
-        oldest = (ago(q.oldest_pending_ms, q.now_ms) if q.oldest_pending_ms is not None else "–")
+        oldest = _oldest(q.oldest_pending_age_s, q.now_ms)
         counts = [f'<a href="{esc(_qurl(q.name, state=s))}">{getattr(q.counts, s):,}</a>'
                   for s in STATES]
         rows.append([f'<a href="{esc(_qurl(q.name))}">{esc(q.name)}</a>', *counts, oldest,
+                     f"{q.completed_last_minute:,} / {q.dead_last_minute:,}",
                      f"{last.completed_per_s:,.1f}/s" if last else "–",
                      duration(last.p95_ms / 1000) if last and last.p95_ms is not None else "–",
                      str(len(q.workers))])
-    queues = table(["queue", *STATES, "oldest pending", "throughput", "p95 latency", "workers"], rows,
+    queues = table(["queue", *STATES, "oldest pending", "done / dead last min", "throughput",
+                    "p95 latency", "workers"], rows,
                    cls="queues num", empty="no queue on this server yet")
-    wrows = [[esc(w["name"]), f'<a href="{esc(_qurl(qn))}">{esc(qn)}</a>',
-              esc(w.get("host", "")), esc(w.get("pid", "")), esc(w.get("concurrency", "")),
-              ago(w["deadline_ms"], sums[0].now_ms)] for qn, w in workers]
+    wrows = [[esc(w.name), f'<a href="{esc(_qurl(qn))}">{esc(qn)}</a>',
+              esc(w.about.get("concurrency", "")), esc(w.about.get("running", "")),
+              f"{w.processed_last_minute:,} / {w.failed_last_minute:,}", ago(w.deadline_ms, now)]
+             for qn, w, now in workers]
     body = (f'<h1>Queues</h1><div class="cards">{cards}</div>{_charts(st, names, per_queue=False)}'
             f'<h2 id="queues">Queues</h2>{queues}'
-            '<h2>Workers</h2>' + table(["worker", "queue", "host", "pid", "concurrency",
-                                         "registration lapses"], wrows, empty="no worker registered"))
+            '<h2>Workers</h2>' + table(["worker", "queue", "concurrency", "running",
+                                         "processed / failed last min", "registration lapses"], wrows,
+                                        cls="workers", empty="no worker registered"))
     return st.html(request, "Queues", body, active="/", refresh_s=st.options.refresh_s)
+
+
+def _oldest(age_s: float | None, now_ms: int) -> str:
+    return ago(now_ms - age_s * 1000, now_ms) if age_s is not None else "–"
 
 
 def _queue_name(request: web.Request) -> str:
@@ -128,16 +141,15 @@ async def queue_page(request: web.Request) -> web.Response:
         miss = f'<p class="flash err" role="alert">No job {esc(found)} in queue {esc(name)}.</p>'
     else:
         miss = ""
-    if name not in await st.queues():
-        st.forget_queues()
-        if name not in await st.queues():
-            raise web.HTTPNotFound(text=f"queue {name!r} does not exist on this server")
+    try:
+        s = await data.summary(st.connector, name)
+    except QueueNotFound:
+        raise web.HTTPNotFound(text=f"queue {name!r} does not exist on this server") from None
     where = request.query.get("state", "pending")
     if where not in STATES:
         raise web.HTTPBadRequest(text=f"state must be one of {', '.join(STATES)}")
     size = st.options.page_size
     page = _int(request.query.get("page"), 1) or 1
-    s = await data.summary(st.connector, name)
     total = getattr(s.counts, where)
     pages = max(1, -(-total // size))
     views = await data.page(st.connector, name, where, (page - 1) * size, size)
@@ -180,8 +192,11 @@ async def queue_page(request: web.Request) -> web.Response:
     lanes = (f'<h2>Lanes</h2><p class="dim">{waiting:,} lane(s) with a waiting job{note}.</p>'
              + table(["lane", "backlog", "serial lane held by"], lrows, cls="lanes",
                      empty="no lane has a job waiting"))
-    oldest = (f"oldest pending admitted {ago(s.oldest_pending_ms, s.now_ms)}"
-              if s.oldest_pending_ms is not None else "nothing pending")
+    oldest = (f"oldest pending admitted {_oldest(s.oldest_pending_age_s, s.now_ms)}"
+              if s.oldest_pending_age_s is not None else "nothing pending")
+    oldest += f" · {s.completed_last_minute:,} done, {s.dead_last_minute:,} dead in the last minute"
+    if s.overdue_leases:
+        oldest += f' · <span class="err">{s.overdue_leases:,} lease(s) past their deadline</span>'
     body = (f'<h1>Queue <span class="mono">{esc(name)}</span></h1>{_flash(request)}{miss}'
             f'<p class="dim">{oldest} · {len(s.workers)} worker(s)</p>'
             f"{_charts(st, [name], per_queue=True)}"
