@@ -23,7 +23,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq import AsyncConnector, AsyncQueue, EchoMQError, JobView, Lease, Stats, Verdict, generate, keyspace
+from echomq import AsyncConnector, AsyncQueue, JobView, Lease, Stats, Verdict, generate, keyspace
 from echomq.clikit import Group, short_connector
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.info import ServerInfo, queue_info, server_info
@@ -282,8 +282,5 @@ def dashboard(url: str | None, host: str, port: int, token: str | None, read_onl
     url = url or server_url_from_env()
     if not url:
         raise click.UsageError("give --url or set ECHOMQ_URL")
-    try:
-        options = DashboardOptions(token=token or None, read_only=read_only)
-        serve(url, host=host, port=port, options=options)
-    except (ValueError, OSError, EchoMQError) as exc:
-        raise click.ClickException(str(exc)) from None
+    # An unreachable server, a bad token or a busy port: one line from the group (clikit).
+    serve(url, host=host, port=port, options=DashboardOptions(token=token or None, read_only=read_only))

@@ -26,7 +26,7 @@ def test_an_unreachable_server_is_one_line_and_a_non_zero_exit() -> None:
     out = _run("--url", f"redis://127.0.0.1:{free_port()}", "--port", str(free_port()))
     assert out.returncode != 0 and time.monotonic() - t0 < 30
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert out.stderr.startswith("Error: ")
+    assert out.stderr.startswith("echomq: error: cannot reach the server"), out.stderr
 
 
 def test_bad_options_are_one_line_each(valkey_url: str) -> None:
