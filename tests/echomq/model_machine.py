@@ -42,7 +42,8 @@ MAX_ATTEMPTS = 2
 LONG = 600_000
 SHORT = 2  # ms: a lease or delay the machine then waits out on the server clock
 CAP = 10  # live jobs per example: small, so jobs go round many times
-LANES = [None, "f", "g", "s"]  # f, g: fair lanes; s: a serial lane
+LANES = [None, "f", "g", "s"]
+CALLS = ["heartbeat", "complete", "complete_many", "retry", "defer"]  # f, g: fair lanes; s: a serial lane
 _names = itertools.count()
 
 REACH = frozenset({
@@ -282,18 +283,8 @@ class QueueMachine(RuleBasedStateMachine):
             self.wait_past(got)
             job.expired = True
 
-    @op(when=lambda self: bool(self.ref.ids("active")), data=st.data(),
-        call=st.sampled_from(["heartbeat", "complete", "complete_many", "retry", "defer"]),
-        older=st.booleans())
-    def forged_token(self, data: st.DataObject, call: str, older: bool) -> None:
-        """A zombie of another attempt (an older or a future token) presents itself while
-        the job is active: every transition refuses it and nothing changes."""
-        jid = data.draw(st.sampled_from(self.ref.ids("active")))
-        job = self.ref.jobs[jid]
-        attempt = job.attempts - 1 if older and job.attempts > 1 else job.attempts + 1
-        lease = Lease(queue=self.name, id=jid, attempt=attempt, payload=job.payload,
-                      lane=job.lane, deadline_ms=job.deadline)
-        self.ref.seen["forged token refused"] += 1
+    def _refused(self, lease: Lease, call: str) -> None:
+        """A call of ``lease`` is refused (the invariant then checks nothing changed)."""
         if call == "heartbeat":
             assert self.q.heartbeat(lease, lease_ms=LONG) is None
         elif call == "complete":
@@ -304,6 +295,36 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.q.retry(lease, delay_ms=0, error="zombie") is RetryOutcome.STALE
         else:
             assert self.q.defer(lease, delay_ms=0) is RetryOutcome.STALE
+
+    @op(3, when=lambda self: any(j.state == "active" and not j.expired
+                                 for j in self.ref.jobs.values()),
+        data=st.data(), calls=st.permutations(CALLS), older=st.booleans())
+    def forged_token(self, data: st.DataObject, calls: list[str], older: bool) -> None:
+        """A zombie of another attempt (an older or a future token) presents itself while
+        the job runs under a live lease: every transition refuses it, nothing changes."""
+        jid = data.draw(st.sampled_from([i for i, j in self.ref.jobs.items()
+                                         if j.state == "active" and not j.expired]))
+        job = self.ref.jobs[jid]
+        attempt = job.attempts - 1 if older and job.attempts > 1 else job.attempts + 1
+        lease = Lease(queue=self.name, id=jid, attempt=attempt, payload=job.payload,
+                      lane=job.lane, deadline_ms=job.deadline)
+        self.ref.seen["forged token refused"] += 1
+        for call in calls:
+            self._refused(lease, call)
+
+    @op(3, when=lambda self: any(j.state == "active" and j.expired for j in self.ref.jobs.values()),
+        data=st.data(), calls=st.permutations(CALLS))
+    def late_finish(self, data: st.DataObject, calls: list[str]) -> None:
+        """The worker whose lease expired (paused, slow) comes back before any reap: its own
+        token, but the deadline has passed on the server clock, so it is refused."""
+        jid = data.draw(st.sampled_from([i for i, j in self.ref.jobs.items()
+                                         if j.state == "active" and j.expired]))
+        job = self.ref.jobs[jid]
+        assert not self.ref.holds(jid, job.attempts)
+        lease = Lease(queue=self.name, id=jid, attempt=job.attempts, payload=job.payload,
+                      lane=job.lane, deadline_ms=job.deadline)
+        for call in calls:
+            self._refused(lease, call)
 
     @op(2, when=lambda self: self.leases, data=st.data(), keep=st.booleans())
     def complete(self, data: st.DataObject, keep: bool) -> None:
@@ -371,11 +392,11 @@ class QueueMachine(RuleBasedStateMachine):
         assert got == self.ref.reap((t0, t1))
         return got
 
-    @op()
+    @op(2)
     def reap(self) -> None:
         self._reap()
 
-    @op()
+    @op(2)
     def promote(self) -> None:
         assert self.q.promote() == self.ref.promote()
 
@@ -390,10 +411,10 @@ class QueueMachine(RuleBasedStateMachine):
     @op(2, expire=st.booleans())
     def trim(self, expire: bool) -> None:
         """Retention: rows younger than their keep window stay; older ones go."""
+        assert self.q.trim() == 0
+        self.ref.seen["retention kept young rows"] += any(
+            j.state in ("done", "dead") for j in self.ref.jobs.values())
         if not expire:
-            assert self.q.trim() == 0
-            self.ref.seen["retention kept young rows"] += any(
-                j.state in ("done", "dead") for j in self.ref.jobs.values())
             return
         times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead")]
         if times:

@@ -1,0 +1,233 @@
+"""Mutation check of the Lua: remove each fence, deadline and threshold check, one at a
+time, and see the model test (tests/echomq/model_machine.py) catch it.
+
+    python scripts/mutation_check.py [--runs 20] [--need 19] [--examples 12] [--steps 40]
+                                     [--jobs 2] [--only NAME] [--report reports/mutation.md]
+
+For each mutant the package is copied to a temporary directory with one Lua line
+changed, and a child process (``PYTHONPATH`` pointing at the copy; it checks that the
+copy is what it imported) runs the model test ``--runs`` times with fresh random seeds,
+generation only (no shrinking, no example database), on one embedded server. A run
+that fails kills the mutant. The unmutated package runs the same way first: it must
+pass every run, or a kill would mean nothing.
+
+Every mutant names its file and the exact text it changes; a target that is missing or
+ambiguous stops the script before anything runs (tests/echomq/test_mutation_targets.py
+checks the same on every test run), so a refactor of the Lua cannot disarm a mutant
+silently. Every Lua line marked ``-- fence:`` or ``-- threshold:`` must be the target
+of a mutant.
+
+Exit status 0 when the baseline passes and every mutant is killed in at least
+``--need`` of ``--runs`` runs; the markdown table goes to ``--report`` and stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "echomq"
+MARKERS = ("-- fence:", "-- threshold:")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # under src/echomq/lua/
+    old: str  # exact text, found on exactly one line of the file
+    new: str  # what it becomes ('' removes it)
+    why: str
+
+
+def _guard(script: str, what: str, old: str) -> Mutant:
+    """One clause of a fence line (``if row[1] ~= 'active' or ... then return 0``) removed."""
+    return Mutant(f"{script}: no {what} check", f"{script}.lua", old, "", f"{what} check removed")
+
+
+MUTANTS: list[Mutant] = [
+    *(m for s, d in (("heartbeat", "current"), ("complete", "deadline"), ("retry", "current"))
+      for m in (
+          _guard(s, "attempt token", "or row[2] ~= ARGV[2] "),
+          _guard(s, "lease deadline", f" or tonumber({d}) < now"),
+      )),
+    Mutant("complete_batch: no attempt token check", "complete_batch.lua",
+           "or row[2] ~= attempt ", "", "attempt token check removed"),
+    Mutant("complete_batch: no lease deadline check", "complete_batch.lua",
+           " or tonumber(deadline) < now", "", "deadline check removed"),
+    Mutant("reap: reaps live leases", "reap.lua",
+           "if deadline and tonumber(deadline) <= now then", "if deadline then",
+           "lease expiry check removed"),
+    Mutant("promote: promotes jobs not yet due", "promote.lua",
+           "if due and tonumber(due) <= now then", "if due then", "due time check removed"),
+    Mutant("purge: deletes rows younger than the keep window", "purge.lua",
+           "if at and tonumber(at) <= cutoff then", "if at then", "age check removed"),
+    *(m for s in ("retry", "reap") for m in (
+        Mutant(f"{s}: never dead", f"{s}.lua", "if failures >= (tonumber(row[3]) or limit) then",
+               "if false then", "failure limit comparison removed"),
+        Mutant(f"{s}: dead one failure late", f"{s}.lua",
+               "if failures >= (tonumber(row[3]) or limit) then",
+               "if failures > (tonumber(row[3]) or limit) then", "limit off by one"),
+        Mutant(f"{s}: ignores the job's own limit", f"{s}.lua",
+               "if failures >= (tonumber(row[3]) or limit) then",
+               "if failures >= limit then", "per-job max_attempts ignored"),
+    )),
+]
+
+
+class TargetError(Exception):
+    pass
+
+
+def check_targets(lua: Path, mutants: list[Mutant] = MUTANTS) -> None:
+    """Every mutant's text is on exactly one line of its file, and every marked check line
+    (``-- fence:``/``-- threshold:``) is some mutant's target. Raises TargetError."""
+    problems = []
+    targeted: dict[str, set[int]] = {}
+    for m in mutants:
+        path = lua / m.file
+        if not path.exists():
+            problems.append(f"{m.name}: {m.file} does not exist")
+            continue
+        hits = [i for i, line in enumerate(path.read_text().splitlines(), 1) if m.old in line]
+        if len(hits) != 1:
+            problems.append(f"{m.name}: {m.old!r} found on {len(hits)} lines of {m.file} (need 1)")
+            continue
+        targeted.setdefault(m.file, set()).add(hits[0])
+    for path in sorted(lua.glob("*.lua")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if any(mark in line for mark in MARKERS) and i not in targeted.get(path.name, set()):
+                problems.append(f"{path.name}:{i} is a marked check no mutant removes: {line.strip()}")
+    if problems:
+        raise TargetError("mutation targets out of date:\n  " + "\n  ".join(problems))
+
+
+def line_of(lua: Path, m: Mutant) -> int:
+    return next(i for i, line in enumerate((lua / m.file).read_text().splitlines(), 1) if m.old in line)
+
+
+def mutated_copy(m: Mutant | None, into: Path) -> Path:
+    """A copy of the package under ``into`` with the mutant applied; returns the copy's root."""
+    shutil.copytree(PACKAGE, into / "echomq", ignore=shutil.ignore_patterns("__pycache__"))
+    if m is not None:
+        path = into / "echomq" / "lua" / m.file
+        lines = path.read_text().splitlines(keepends=True)
+        i = line_of(into / "echomq" / "lua", m) - 1
+        lines[i] = lines[i].replace(m.old, m.new, 1)
+        path.write_text("".join(lines))
+    return into
+
+
+def child(copy: Path, url: str, runs: int, examples: int, steps: int, mutant: str) -> None:
+    """In the child: prove the copy is what runs, then run the model test ``runs`` times."""
+    from hypothesis import Phase
+
+    import echomq
+    from echomq.scripts import bundle
+
+    assert Path(echomq.__file__).resolve().is_relative_to(copy.resolve()), echomq.__file__
+    bundle()  # every script still parses
+    sys.path.insert(0, str(ROOT))
+    from tests.echomq.test_model import run_machine
+
+    killed, why = 0, []
+    for _ in range(runs):
+        try:
+            run_machine(url, False, examples=examples, steps=steps, phases=[Phase.generate],
+                        database=None, print_blob=False)
+        except Exception as exc:  # a failed run: the mutant was seen
+            killed += 1
+            why.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+    print(json.dumps({"mutant": mutant, "killed": killed, "runs": runs, "why": why[:3]}))
+
+
+def run_one(m: Mutant | None, url: str, args: argparse.Namespace) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="echomq-mutant-") as tmp:
+        copy = mutated_copy(m, Path(tmp))
+        env = dict(os.environ, PYTHONPATH=f"{copy}{os.pathsep}{ROOT}", PYTHONDONTWRITEBYTECODE="1")
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(copy), "--url", url,
+               "--runs", str(args.runs), "--examples", str(args.examples), "--steps", str(args.steps),
+               "--mutant", m.name if m else "baseline"]
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"child for {m.name if m else 'baseline'} failed:\n{proc.stderr[-3000:]}")
+        out: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+        out["seconds"] = round(time.monotonic() - t0, 1)
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--need", type=int, default=19)
+    ap.add_argument("--examples", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default=None, help="run the mutants whose name contains this")
+    ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--mutant", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child, args.url, args.runs, args.examples, args.steps, args.mutant)
+        return 0
+
+    lua = PACKAGE / "lua"
+    check_targets(lua)
+    chosen = [m for m in MUTANTS if not args.only or args.only in m.name]
+    sys.path.insert(0, str(ROOT / "src"))
+    from echomq.server import EmbeddedValkey
+
+    t0 = time.monotonic()
+    with EmbeddedValkey(appendonly=False) as server:
+        base = run_one(None, server.url, args)
+        print(f"baseline: {base['killed']}/{base['runs']} runs failed ({base['seconds']} s)", flush=True)
+        if base["killed"]:
+            print(f"the unmutated package fails the model test: {base['why']}")
+            return 1
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            futures = {pool.submit(run_one, m, server.url, args): m for m in chosen}
+            results = {}
+            for fut in concurrent.futures.as_completed(futures):
+                m, r = futures[fut], fut.result()
+                results[m.name] = r
+                print(f"{m.name}: killed {r['killed']}/{r['runs']} ({r['seconds']} s)", flush=True)
+    rows = ["| mutant | file:line | change | killed |", "|---|---|---|---|"]
+    survivors = []
+    for m in chosen:
+        r = results[m.name]
+        k = int(r["killed"])  # type: ignore[call-overload]
+        if k < args.need:
+            survivors.append(m.name)
+        rows.append(f"| {m.name} | `src/echomq/lua/{m.file}:{line_of(lua, m)}` | {m.why} | "
+                    f"{k}/{r['runs']}{'' if k >= args.need else ' **SURVIVES**'} |")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    head = (f"Mutation check at `{commit}`: {len(chosen)} mutants, {args.runs} runs each of the model "
+            f"test ({args.examples} examples x {args.steps} steps, generation only, single server); "
+            f"baseline 0/{args.runs} failed; killed in at least {args.need}/{args.runs} required; "
+            f"{time.monotonic() - t0:.0f} s.\n\n")
+    table = head + "\n".join(rows) + "\n"
+    print(table)
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text("# Mutation check of the Lua scripts\n\n" + table)
+    if survivors:
+        print(f"surviving mutants: {survivors}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
