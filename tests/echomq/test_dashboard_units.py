@@ -13,6 +13,7 @@ from echomq.dashboard.charts import Series, line_chart
 from echomq.dashboard.history import percentile
 from echomq.dashboard.render import duration, payload_preview
 from tests.conftest import keys_of
+from tests.echomq.invariants import assert_consistent
 
 
 async def _dead(queue: AsyncQueue, n: int) -> list[str]:
@@ -25,13 +26,14 @@ async def _dead(queue: AsyncQueue, n: int) -> list[str]:
     return ids
 
 
-async def test_requeue_moves_only_the_named_dead_jobs(queue: AsyncQueue) -> None:
+async def test_requeue_moves_only_the_named_dead_jobs(queue: AsyncQueue, raw: redis.Redis) -> None:
     dead = await _dead(queue, 3)
     assert await queue.requeue([dead[0], dead[2]]) == 2
     assert (await queue.stats()).dead == 1 and (await queue.stats()).pending == 2
     row = await queue.job(dead[0])
     assert row is not None and row["state"] == b"pending" and row["failures"] == b"0"
     assert await queue.requeue([dead[0]]) == 0  # no longer dead: skipped, nothing changed
+    assert assert_consistent(raw, queue.name) == {dead[0]: "pending", dead[1]: "dead", dead[2]: "pending"}
 
 
 async def test_purge_deletes_only_named_jobs_of_that_state(queue: AsyncQueue, raw: redis.Redis) -> None:
@@ -43,9 +45,11 @@ async def test_purge_deletes_only_named_jobs_of_that_state(queue: AsyncQueue, ra
     assert f"emq:{{{queue.name}}}:job:{dead[0]}" not in keys_of(raw, queue.name)
     with pytest.raises(ValueError, match="done or dead"):
         await queue.purge("pending", [waiting])
+    assert assert_consistent(raw, queue.name) == {dead[1]: "dead", waiting: "pending"}
 
 
-async def test_cancel_deletes_waiting_jobs_and_frees_a_held_serial_lane(queue: AsyncQueue) -> None:
+async def test_cancel_deletes_waiting_jobs_and_frees_a_held_serial_lane(queue: AsyncQueue,
+                                                                      raw: redis.Redis) -> None:
     first, second, later, running = (generate("JOB") for _ in range(4))
     await queue.admit(first, b"1", lane="p1", serial=True)
     await queue.admit(second, b"2", lane="p1", serial=True)
@@ -58,6 +62,7 @@ async def test_cancel_deletes_waiting_jobs_and_frees_a_held_serial_lane(queue: A
     assert await queue.cancel([first, later, running]) == 2  # the active one is skipped
     assert await queue.job(first) is None and await queue.job(later) is None
     assert (await queue.job(running) or {})["state"] == b"active"
+    assert assert_consistent(raw, queue.name) == {running: "active", second: "pending"}
     # the lane is free: its next job can be claimed
     claimed = [x.id for x in await queue.claim(5, lease_ms=60_000)]
     assert second in claimed
