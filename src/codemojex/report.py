@@ -85,8 +85,8 @@ async def check_run(
         if state != "settled":
             checks.unsettled += 1
             continue
-        guesses = [ScoredGuess(str(i), str(p), int(str(s))) for i, p, s in await _rows(
-            pool, "SELECT id, player_id, score FROM guesses WHERE round_id = %s", (rid,))]
+        guesses = [ScoredGuess(str(i), str(p), int(str(s)), int(str(q))) for i, p, s, q in await _rows(
+            pool, "SELECT id, player_id, score, seq FROM guesses WHERE round_id = %s", (rid,))]
         expected = settle(int(str(charged_pot)), guesses)
         stored = tuple(Payout(str(p), int(str(a)), str(g)) for p, a, g in await _rows(
             pool, "SELECT player_id, amount, guess_id FROM payouts WHERE round_id = %s ORDER BY player_id",

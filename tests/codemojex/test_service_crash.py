@@ -90,11 +90,11 @@ async def test_settlement_consumer_killed_mid_job_pays_once(
     await _drain(Consumer(services.settlements, handle, options=FAST), done)
     async with services.pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT id, player_id, score FROM guesses WHERE round_id = %s", (rid,))).fetchall()
+            "SELECT id, player_id, score, seq FROM guesses WHERE round_id = %s", (rid,))).fetchall()
         paid = await (await conn.execute(
             "SELECT count(*), sum(amount) FROM movements WHERE kind = 'payout' AND ref LIKE %s",
             (f"payout:{rid}:%",))).fetchone()
-    expected = settle(PRICE * 3, [ScoredGuess(str(i), str(p), int(s)) for i, p, s in rows])
+    expected = settle(PRICE * 3, [ScoredGuess(str(i), str(p), int(s), int(q)) for i, p, s, q in rows])
     assert paid == (len(expected), PRICE * 3)  # each winner once, the pot exactly
     assert (await services.notifications.stats()).total == len(expected)
     assert (await audit(services.pool)).ok

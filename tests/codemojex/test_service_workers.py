@@ -73,11 +73,11 @@ async def test_settlement_run_twice_and_concurrently_pays_identically_and_once(s
     assert isinstance(payouts, tuple) and len(payouts) == 4  # everyone scored something
     async with services.pool.connection() as conn:
         rows = await (await conn.execute(
-            "SELECT id, player_id, score FROM guesses WHERE round_id = %s", (rid,))).fetchall()
+            "SELECT id, player_id, score, seq FROM guesses WHERE round_id = %s", (rid,))).fetchall()
         paid = await (await conn.execute(
             "SELECT count(*), sum(amount) FROM movements WHERE kind = 'payout' AND ref LIKE %s",
             (f"payout:{rid}:%",))).fetchone()
-    expected = settle(PRICE * 8, [ScoredGuess(str(i), str(p), int(s)) for i, p, s in rows])
+    expected = settle(PRICE * 8, [ScoredGuess(str(i), str(p), int(s), int(q)) for i, p, s, q in rows])
     assert payouts == expected
     assert paid == (len(expected), PRICE * 8)  # one movement per winner, the whole pot, once
     assert (await services.notifications.stats()).total == len(expected)  # one note per payout

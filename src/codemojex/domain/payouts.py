@@ -1,8 +1,10 @@
 """The sealed pass: a round's pot and its scored guesses in, payouts out. Pure.
 
 Rules (deterministic; the result depends only on the *set* of guesses, never
-on the order they are passed in; ties are broken by guess id, and JOB ids sort
-by submission time, so "earliest" means smallest id):
+on the order they are passed in; "earliest" means the smallest ``seq``, the
+order in which PostgreSQL recorded the charges, never an id's bits: a Telegram
+guess id is derived with timestamp 0, so its bits are a hash. Guesses without a
+``seq`` (pure callers) fall back to the smallest guess id):
 
 1. **No scored guess**: nothing is paid (``()``); the pot stays with the round.
 2. **Golden rule**: if any guess scored a perfect 600, the perfect guesses
@@ -11,7 +13,7 @@ by submission time, so "earliest" means smallest id):
    If every score is 0, every guess weighs the same instead.
 4. **Remainder rule**: the coins left by the floors (fewer than the number of
    sharing guesses) all go to the *earliest best* guess: the highest score,
-   then the smallest guess id.
+   then the earliest (smallest ``seq``).
 5. A player's payout is the sum over their guesses; players whose sum is 0 are
    left out. The payout names the player's best (then earliest) guess.
 
@@ -33,11 +35,13 @@ __all__ = ["Payout", "ScoredGuess", "payout_ref", "settle"]
 
 @dataclass(frozen=True, slots=True)
 class ScoredGuess:
-    """One scored guess of the round. ``guess_id`` is its JOB id (unique, time-ordered)."""
+    """One scored guess of the round. ``guess_id`` is its JOB id (unique); ``seq`` its
+    place in the server's charge order (the wallet always gives it)."""
 
     guess_id: str
     player: str
     score: int
+    seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,21 +58,24 @@ def payout_ref(round_id: str, player: str) -> str:
     return f"payout:{round_id}:{player}"
 
 
-def _rank(g: ScoredGuess) -> tuple[int, str]:
-    return (-g.score, g.guess_id)  # best first, then earliest
+def _rank(g: ScoredGuess) -> tuple[int, int, str]:
+    return (-g.score, 0 if g.seq is None else g.seq, g.guess_id)  # best first, then earliest
 
 
 def settle(pot: int, guesses: Iterable[ScoredGuess]) -> tuple[Payout, ...]:
     """Split ``pot`` over ``guesses`` by the rules above; sorted by player.
 
-    Raises ValueError on misuse: a negative pot, a score outside 0..600, or two
-    guesses with the same id.
+    Raises ValueError on misuse: a negative pot, a score outside 0..600, two
+    guesses with the same id or ``seq``, or ``seq`` given for some guesses only.
     """
     if pot < 0:
         raise ValueError("pot must be >= 0")
     ranked = sorted(guesses, key=_rank)
     if len({g.guess_id for g in ranked}) != len(ranked):
         raise ValueError("guess ids must be unique")
+    seqs = {g.seq for g in ranked}
+    if (None in seqs and len(seqs) > 1) or (None not in seqs and len(seqs) != len(ranked)):
+        raise ValueError("seq must be given for every guess or none, and be unique")
     for g in ranked:
         if not 0 <= g.score <= MAX_SCORE:
             raise ValueError(f"score {g.score} outside 0..{MAX_SCORE}")

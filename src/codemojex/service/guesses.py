@@ -4,23 +4,29 @@ Guarantees:
 
 * For **any** round, player and guess (any types, random bytes, invalid UTF-8,
   huge strings, other players' or rounds' ids) :func:`submit` returns either :class:`Admitted`
-  or exactly one :class:`~codemojex.errors.Reason`; it raises only when a server
-  (PostgreSQL) fails, never because of its input.
+  or exactly one :class:`~codemojex.errors.Reason`. It never raises: a transient
+  PostgreSQL failure (a dropped connection, a restart, a deadlock victim) is retried
+  inside one bound for the whole call (the wallet's retry policy, 30 s by default);
+  past it, or on any other database failure, it returns ``Reason.UNAVAILABLE``
+  (decision 0009): nothing was decided, and a retry with the same key is safe.
 * A rejection mints nothing and charges nothing: no guess row, no ledger row,
   no job. (An unknown player has no wallet, so it is refused as ``insufficient``.)
 * On success, in order: the player's locked positions are overlaid
   (``Locks.merge``); a ``JOB`` id is minted; one PostgreSQL transaction charges
-  the wallet and records the guess under that id (``FOR UPDATE``, check, debit,
+  the wallet and records the guess under that id (lock, check, debit,
   ledger pair, guess row); then the guess is admitted onto the player's serial
   lane of queue ``cm`` and marked admitted.
 * Once the charge has committed the guess is accepted: if the admission fails or
   the process dies before it, the relay (:mod:`codemojex.service.relay`) admits
   it later under the same id. ``Admitted.queued`` says whether this call did.
 
-A caller that may run twice for one intent (the bot's command consumer re-runs a
-command after a crash) passes ``guess_id``: a deterministic ``JOB`` id. A second
-call with the same id charges nothing and answers :class:`Admitted` with
-``queued=False`` (the relay admits the stored guess if the first call could not).
+Idempotency. A caller that may run twice for one intent (the bot's command
+consumer re-runs a command after a crash; a client retrying after a lost reply)
+passes ``key`` (any string naming the intent; the guess id is derived from it) or
+``guess_id`` (a deterministic ``JOB`` id). A second call with the same key charges
+nothing and answers :class:`Admitted` with the stored guess and ``queued=False``
+(admitting it if the first call could not). Without a key, a retry *inside* one
+call (after a lost commit reply) reuses the id minted for it, so it too charges once.
 
 Rejection order (first that applies): ``no_round``, ``closed`` (not open, or
 not yet opened), ``expired`` (past its closing time), ``bad_guess``,
@@ -37,8 +43,8 @@ from datetime import UTC, datetime
 
 from codemojex.domain import BadGuess, Guess, merge, parse_guess, validate_guess
 from codemojex.domain.emoji import default_set
-from codemojex.errors import Reason
-from codemojex.service.codec import GuessJob, encode
+from codemojex.errors import DatabaseError, Reason
+from codemojex.service.codec import GuessJob, derive_id, encode
 from codemojex.service.context import Services
 from codemojex.wallet import (
     AlreadyCharged,
@@ -47,9 +53,11 @@ from codemojex.wallet import (
     RoundRefused,
     balance,
     charge_guess,
+    get_guess,
     get_round,
     locked_positions,
     mark_admitted,
+    within,
 )
 from echomq import ids
 
@@ -108,13 +116,36 @@ def _parse(raw: object, round_set: str) -> Guess | BadGuess:
 
 
 async def submit(services: Services, round_id: object, player: object, guess: object, *,
-                 guess_id: str | None = None) -> Admitted | Reason:
+                 guess_id: str | None = None, key: str | None = None) -> Admitted | Reason:
     """Turn an untrusted guess into an admitted job or one closed error (see module doc).
 
-    ``guess_id`` (a valid ``JOB`` id) makes a repeated call idempotent: charged once.
+    ``key`` (a non-empty string up to 128 characters) or ``guess_id`` (a valid ``JOB``
+    id) makes a repeated call idempotent: charged once. Give at most one; a malformed
+    one is a programming error (ValueError), raised before anything is read or written.
     """
+    job_id = _job_id(guess_id, key)
+    try:
+        with within():  # one bound for every wallet call this submission makes
+            return await _submit(services, round_id, player, guess, job_id)
+    except DatabaseError as exc:  # Unavailable past the bound, or a failure no retry helps
+        log.warning("submit: PostgreSQL unavailable (%s); nothing decided", exc)
+        return Reason.UNAVAILABLE
+
+
+def _job_id(guess_id: str | None, key: str | None) -> str | None:
+    if guess_id is not None and key is not None:
+        raise ValueError("give guess_id or key, not both")
     if guess_id is not None and not (ids.valid(guess_id) and guess_id.startswith("JOB")):
         raise ValueError(f"guess_id must be a JOB branded id, not {guess_id!r}")
+    if key is not None:
+        if clean_id(key) is None:
+            raise ValueError(f"key must be a printable string of 1..{MAX_ID_LENGTH} characters")
+        return derive_id("JOB", "submit", key)
+    return guess_id
+
+
+async def _submit(services: Services, round_id: object, player: object, guess: object,
+                  job_id: str | None) -> Admitted | Reason:
     rid = clean_id(round_id)
     rnd = None if rid is None else await get_round(services.pool, rid)
     if rid is None or rnd is None:
@@ -131,13 +162,13 @@ async def submit(services: Services, round_id: object, player: object, guess: ob
     if pid is None:
         return Reason.INSUFFICIENT  # no such wallet: nothing to charge
     emojis = merge(await locked_positions(services.pool, rid, pid), parsed)
-    # The success branch: mint the id at acceptance; it is the guess row's key, the
-    # charge's ledger ref and the job id, so every later retry is idempotent.
-    job_id = guess_id or ids.generate("JOB")
+    # The success branch: mint the id at acceptance (or derive it from the caller's key);
+    # it is the guess row's key, the charge's ledger ref and the job id, so every later
+    # retry, the wallet's own included, is idempotent.
+    job_id = job_id or ids.generate("JOB")
     charged = await charge_guess(services.pool, pid, rid, job_id, emojis)
-    if isinstance(charged, AlreadyCharged):  # a repeat of a caller-chosen id: charged once
-        current = await balance(services.pool, pid)
-        return Admitted(job_id, emojis, current or 0, queued=False)
+    if isinstance(charged, AlreadyCharged):  # a repeat (or a retry after a lost commit reply)
+        return await _repeat(services, job_id, pid, rid, emojis)
     if isinstance(charged, RoundRefused):
         return charged.reason
     if isinstance(charged, Insufficient):
@@ -146,6 +177,20 @@ async def submit(services: Services, round_id: object, player: object, guess: ob
         return Reason.INSUFFICIENT
     queued = await admit_guess(services, job_id, GuessJob(rid, pid, emojis))
     return Admitted(job_id, emojis, charged.balance, queued)
+
+
+async def _repeat(services: Services, job_id: str, pid: str, rid: str,
+                  emojis: Guess) -> Admitted | Reason:
+    """The answer to a repeated key: the stored guess, charged once, admitted if it was not."""
+    stored = await get_guess(services.pool, job_id)
+    if stored is None or stored.player != pid or stored.round_id != rid:
+        # The key names another player's or round's guess: not this intent.
+        return Reason.BAD_GUESS
+    queued = False
+    if not stored.admitted:
+        queued = await admit_guess(services, job_id, GuessJob(rid, pid, stored.emojis))
+    current = await balance(services.pool, pid)
+    return Admitted(job_id, stored.emojis, current or 0, queued)
 
 
 async def admit_guess(services: Services, job_id: str, job: GuessJob) -> bool:

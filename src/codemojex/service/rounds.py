@@ -32,7 +32,7 @@ from codemojex.domain.payouts import Payout
 from codemojex.errors import ConfigurationError
 from codemojex.service.codec import CloseRound, Note, OpenRound, derive_id, encode
 from codemojex.service.context import Services
-from codemojex.wallet import NotReady, Round, close_round, create_round, get_round, settle_round
+from codemojex.wallet import NotReady, Round, amount, close_round, create_round, get_round, settle_round
 from echomq import ids
 
 __all__ = [
@@ -61,8 +61,13 @@ class RoundPlan:
     emoji_set: str = "classic"
 
     def __post_init__(self) -> None:
-        if self.count < 1 or self.duration_ms < 1 or self.gap_ms < 0 or self.price < 1:
-            raise ConfigurationError("count, duration_ms and price must be >= 1, gap_ms >= 0")
+        amount(self.price, "price")  # InvalidAmount (a ConfigurationError) unless an int in range
+        for name in ("count", "duration_ms", "gap_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+        if self.count < 1 or self.duration_ms < 1 or self.gap_ms < 0:
+            raise ConfigurationError("count and duration_ms must be >= 1, gap_ms >= 0")
         if default_set(self.emoji_set) is None:
             raise ConfigurationError(f"unknown emoji set {self.emoji_set!r}")
 

@@ -2,19 +2,23 @@
 
 Every movement inserts one ``movements`` row (its ``ref`` is the idempotency
 key: a retry conflicts and applies nothing) and two ``ledger`` legs summing to
-zero (checked again at commit by a deferred trigger). Row locks are always
-taken player first, then round, so concurrent movements cannot deadlock.
+zero (checked again at commit by a deferred trigger; both tables are
+append-only). Row locks are taken only by :func:`codemojex.wallet.locks.lock`:
+the round first, then the players in id order, so concurrent movements and
+settlements cannot deadlock. Every public call is retried on a transient
+PostgreSQL failure (:mod:`codemojex.wallet.tx`) and validates its amounts
+(:mod:`codemojex.wallet.amounts`) before the first write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.errors import Reason
+from codemojex.wallet.amounts import amount as checked
+from codemojex.wallet.locks import Conn, lock
 from codemojex.wallet.results import (
     AlreadyApplied,
     AlreadyCharged,
@@ -26,8 +30,7 @@ from codemojex.wallet.results import (
     RoundRefused,
     UnknownPlayer,
 )
-
-Conn = AsyncConnection[tuple[Any, ...]]
+from codemojex.wallet.tx import retried, transaction
 
 __all__ = [
     "HOUSE",
@@ -36,7 +39,7 @@ __all__ = [
     "grant",
     "grant_start",
     "pay",
-    "pay_on",
+    "pay_locked",
     "player_account",
     "round_account",
     "start_ref",
@@ -61,11 +64,6 @@ def start_ref(player: str) -> str:
     return f"start:{player}"
 
 
-def _positive(amount: int, what: str) -> None:
-    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-        raise ValueError(f"{what} must be a positive integer, got {amount!r}")
-
-
 async def _move(conn: Conn, ref: str, kind: str, amount: int, debit: str, credit: str) -> bool:
     """Record a movement of ``amount`` from ``debit`` to ``credit``; False if ``ref`` exists."""
     cur = await conn.execute(
@@ -82,12 +80,16 @@ async def _move(conn: Conn, ref: str, kind: str, amount: int, debit: str, credit
     return True
 
 
-async def _lock_player(conn: Conn, player: str) -> int | None:
-    cur = await conn.execute("SELECT balance FROM players WHERE id = %s FOR UPDATE", (player,))
+async def _add_balance(conn: Conn, player: str, delta: int) -> int:
+    cur = await conn.execute(
+        "UPDATE players SET balance = balance + %s WHERE id = %s RETURNING balance", (delta, player)
+    )
     row = await cur.fetchone()
-    return None if row is None else int(row[0])
+    assert row is not None  # the caller holds the player's lock
+    return int(row[0])
 
 
+@retried
 async def charge_guess(
     pool: AsyncConnectionPool,
     player: str,
@@ -98,77 +100,59 @@ async def charge_guess(
 ) -> Charged | AlreadyCharged | Insufficient | RoundRefused | UnknownPlayer:
     """Charge ``player`` for guess ``guess_id`` in ``round_id`` and record the guess.
 
-    One transaction: ``SELECT … FOR UPDATE`` the player row, check the round
-    (open, within its window on the *server* clock), check the balance, debit
-    the player, credit the round's pot account, write the ledger pair with ref
-    ``guess:<id>`` and insert the guess (``admitted_at`` NULL, for the relay).
+    One transaction: lock the round (shared: one round's charges run side by
+    side; a close waits for them and refuses later ones) and then the player;
+    check the round (open, within its window on the *server* clock), check the
+    balance, debit the player, credit the round's pot account, write the ledger
+    pair with ref ``guess:<id>`` and insert the guess (``admitted_at`` NULL, for
+    the relay; ``seq`` drawn from the server's sequence, the tie-break order).
     ``price`` defaults to the round's ``guess_price``. A refusal changes nothing;
-    a retry with the same ``guess_id`` returns :class:`AlreadyCharged`. The round row
-    is only share-locked, so one round's charges do not queue behind each other; the
-    ``rounds.pot`` column is written when the round closes (the sum of its ledger legs).
+    a retry with the same ``guess_id`` returns :class:`AlreadyCharged`.
     """
     if price is not None:
-        _positive(price, "price")
+        price = checked(price, "price")
     ref = charge_ref(guess_id)
-    outcome: Charged | AlreadyCharged | Insufficient | RoundRefused | UnknownPlayer
-    async with pool.connection() as conn, conn.transaction():
-        balance = await _lock_player(conn, player)
-        if balance is None:
+    async with transaction(pool) as conn:
+        locked = await lock(conn, round_id=round_id, round_mode="share", players=[player])
+        if player not in locked.balances:
             return UnknownPlayer(player)
+        balance = locked.balances[player]
         cur = await conn.execute("SELECT 1 FROM movements WHERE ref = %s", (ref,))
         if await cur.fetchone() is not None:
             return AlreadyCharged(guess_id)
-        cur = await conn.execute(
-            # FOR SHARE: charges of one round run side by side; closing the round takes
-            # FOR UPDATE, so it waits for the charges in flight and refuses later ones.
-            "SELECT state, now() < opens_at, now() >= closes_at, guess_price"
-            " FROM rounds WHERE id = %s FOR SHARE",
-            (round_id,),
-        )
-        rnd = await cur.fetchone()
+        rnd = locked.round
         if rnd is None:
             return RoundRefused(round_id, Reason.NO_ROUND)
-        state, early, late, round_price = rnd
-        if state != "open" or early:
+        if rnd.state != "open" or rnd.early:
             return RoundRefused(round_id, Reason.CLOSED)
-        if late:
+        if rnd.late:
             return RoundRefused(round_id, Reason.EXPIRED)
-        amount = int(round_price) if price is None else price
+        amount = rnd.guess_price if price is None else price
         if balance < amount:
             return Insufficient(balance, amount)
         if not await _move(conn, ref, "charge", amount, player_account(player), round_account(round_id)):
             return AlreadyCharged(guess_id)  # unreachable under the player lock; kept for safety
-        cur = await conn.execute(
-            "UPDATE players SET balance = balance - %s WHERE id = %s RETURNING balance",
-            (amount, player),
-        )
-        row = await cur.fetchone()
-        assert row is not None
+        new_balance = await _add_balance(conn, player, -amount)
         await conn.execute(
             "INSERT INTO guesses (id, round_id, player_id, emojis, charged) VALUES (%s, %s, %s, %s, %s)",
             (guess_id, round_id, player, list(emojis), amount),
         )
-        outcome = Charged(guess_id, int(row[0]), amount)
-    return outcome
+        return Charged(guess_id, new_balance, amount)
 
 
+@retried
 async def grant(
     pool: AsyncConnectionPool, player: str, amount: int, ref: str
 ) -> Granted | AlreadyApplied | UnknownPlayer:
     """Credit ``amount`` coins from the house to ``player``, once per ``ref``."""
-    _positive(amount, "amount")
-    async with pool.connection() as conn, conn.transaction():
-        if await _lock_player(conn, player) is None:
+    amount = checked(amount, "amount")
+    async with transaction(pool) as conn:
+        locked = await lock(conn, players=[player])
+        if player not in locked.balances:
             return UnknownPlayer(player)
         if not await _move(conn, ref, "grant", amount, HOUSE, player_account(player)):
             return AlreadyApplied(ref)
-        cur = await conn.execute(
-            "UPDATE players SET balance = balance + %s WHERE id = %s RETURNING balance",
-            (amount, player),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        return Granted(ref, int(row[0]))
+        return Granted(ref, await _add_balance(conn, player, amount))
 
 
 async def grant_start(
@@ -178,26 +162,20 @@ async def grant_start(
     return await grant(pool, player, amount, start_ref(player))
 
 
-async def pay_on(
+async def pay_locked(
     conn: Conn,
     round_id: str,
     player: str,
     amount: int,
     ref: str,
     guess_id: str | None = None,
-) -> Paid | AlreadyPaid | UnknownPlayer:
-    """:func:`pay` inside the caller's open transaction (settlement pays many in one).
+) -> Paid | AlreadyPaid:
+    """Pay inside the caller's transaction, which already holds (through
+    :func:`~codemojex.wallet.locks.lock`) the round, not open, and the player.
 
-    Pays only from a round that is no longer open (its pot is fixed at close);
-    paying from an open round is a programming error and raises ValueError.
+    Returns :class:`AlreadyPaid` if the round paid this player before or ``ref`` exists.
     """
-    _positive(amount, "amount")
-    if await _lock_player(conn, player) is None:
-        return UnknownPlayer(player)
-    cur = await conn.execute("SELECT state FROM rounds WHERE id = %s FOR UPDATE", (round_id,))
-    if (state := await cur.fetchone()) is None or state[0] == "open":
-        raise ValueError(f"round {round_id!r} is {'open' if state else 'unknown'}: pay after close")
-    # Under the player lock no other payout to this player can interleave.
+    amount = checked(amount, "amount")
     cur = await conn.execute(
         "SELECT ref FROM payouts WHERE round_id = %s AND player_id = %s", (round_id, player)
     )
@@ -211,15 +189,10 @@ async def pay_on(
     )
     # The round's pot cannot go negative (CHECK): paying more than the pot raises.
     await conn.execute("UPDATE rounds SET pot = pot - %s WHERE id = %s", (amount, round_id))
-    cur = await conn.execute(
-        "UPDATE players SET balance = balance + %s WHERE id = %s RETURNING balance",
-        (amount, player),
-    )
-    row = await cur.fetchone()
-    assert row is not None
-    return Paid(ref, int(row[0]))
+    return Paid(ref, await _add_balance(conn, player, amount))
 
 
+@retried
 async def pay(
     pool: AsyncConnectionPool,
     round_id: str,
@@ -232,7 +205,15 @@ async def pay(
 
     Idempotent twice over: a second call with the same ``ref``, or any second
     payout of the same round to the same player, returns :class:`AlreadyPaid`
-    and changes nothing.
+    and changes nothing. Paying from an open or unknown round is a programming
+    error and raises ValueError (the pot is fixed at close).
     """
-    async with pool.connection() as conn, conn.transaction():
-        return await pay_on(conn, round_id, player, amount, ref, guess_id)
+    amount = checked(amount, "amount")
+    async with transaction(pool) as conn:
+        locked = await lock(conn, round_id=round_id, round_mode="update", players=[player])
+        if locked.round is None or locked.round.state == "open":
+            what = "unknown" if locked.round is None else "open"
+            raise ValueError(f"round {round_id!r} is {what}: pay after close")
+        if player not in locked.balances:
+            return UnknownPlayer(player)
+        return await pay_locked(conn, round_id, player, amount, ref, guess_id)

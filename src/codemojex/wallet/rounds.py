@@ -1,11 +1,8 @@
-"""Players, rounds, scores, locks and settlement in PostgreSQL.
+"""Players, rounds, scores and position locks in PostgreSQL (settlement: :mod:`.settle`).
 
-Settlement is the sealed pass (:func:`codemojex.domain.payouts.settle`) run in
-one transaction over the round's row lock: the round must be ``closed`` with
-every guess scored; the pot split is computed from the pot at close, every
-payout is made with ref ``payout:<round>:<player>``, and the round becomes
-``settled``. A re-run finds it settled and returns the stored payouts: it pays
-identically and never twice.
+Every call is one transaction with its isolation level set
+(:func:`codemojex.wallet.tx.transaction`), retried on a transient failure, and
+idempotent, so a retry after a lost commit reply changes nothing twice.
 """
 
 from __future__ import annotations
@@ -16,17 +13,11 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.domain.payouts import Payout, ScoredGuess, payout_ref, settle
-from codemojex.errors import Reason
-from codemojex.wallet.money import pay_on
-from codemojex.wallet.results import (
-    AlreadyScored,
-    NotReady,
-    Paid,
-    RoundRefused,
-    Scored,
-    UnknownGuess,
-)
+from codemojex.domain.payouts import ScoredGuess
+from codemojex.wallet.amounts import amount
+from codemojex.wallet.locks import lock
+from codemojex.wallet.results import AlreadyScored, Scored, UnknownGuess
+from codemojex.wallet.tx import retried, transaction
 
 __all__ = [
     "Round",
@@ -38,7 +29,6 @@ __all__ = [
     "locked_positions",
     "record_score",
     "scored_guesses",
-    "settle_round",
 ]
 
 
@@ -54,11 +44,12 @@ class Round:
     pot: int
 
 
+@retried
 async def ensure_player(
     pool: AsyncConnectionPool, player: str, *, name: str = "", chat_id: int | None = None
 ) -> bool:
     """Create the player with balance 0 if absent; True if created. Never changes a balance."""
-    async with pool.connection() as conn:
+    async with transaction(pool) as conn:
         cur = await conn.execute(
             "INSERT INTO players (id, name, chat_id) VALUES (%s, %s, %s)"
             " ON CONFLICT (id) DO NOTHING RETURNING id",
@@ -67,14 +58,16 @@ async def ensure_player(
         return await cur.fetchone() is not None
 
 
+@retried
 async def balance(pool: AsyncConnectionPool, player: str) -> int | None:
     """The player's balance, or None for an unknown player."""
-    async with pool.connection() as conn:
+    async with transaction(pool) as conn:
         cur = await conn.execute("SELECT balance FROM players WHERE id = %s", (player,))
         row = await cur.fetchone()
         return None if row is None else int(row[0])
 
 
+@retried
 async def create_round(
     pool: AsyncConnectionPool,
     round_id: str,
@@ -85,8 +78,13 @@ async def create_round(
     closes_at: datetime,
     guess_price: int,
 ) -> bool:
-    """Create an open round with an empty pot; True if created, False if the id exists."""
-    async with pool.connection() as conn:
+    """Create an open round with an empty pot; True if created, False if the id exists.
+
+    ``guess_price`` must be an integer in range (:func:`codemojex.wallet.amounts.amount`);
+    anything else raises :class:`~codemojex.errors.InvalidAmount` and writes nothing.
+    """
+    guess_price = amount(guess_price, "guess_price")
+    async with transaction(pool) as conn:
         cur = await conn.execute(
             "INSERT INTO rounds (id, emoji_set, secret, opens_at, closes_at, guess_price)"
             " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
@@ -95,8 +93,9 @@ async def create_round(
         return await cur.fetchone() is not None
 
 
+@retried
 async def get_round(pool: AsyncConnectionPool, round_id: str) -> Round | None:
-    async with pool.connection() as conn:
+    async with transaction(pool) as conn:
         cur = await conn.execute(
             # An open round's pot is the sum of its ledger legs so far; the column is
             # written when the round closes.
@@ -112,21 +111,21 @@ async def get_round(pool: AsyncConnectionPool, round_id: str) -> Round | None:
     return Round(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]))
 
 
+@retried
 async def close_round(pool: AsyncConnectionPool, round_id: str) -> str | None:
     """Move an open round to ``closed``; return its state afterwards (None: no round).
 
     After this commits no charge can add to the pot: charges share-lock the round's
     row and refuse a round that is not open; the close waits for those in flight.
     """
-    async with pool.connection() as conn, conn.transaction():
+    async with transaction(pool) as conn:
         # First wait for the charges in flight (they share-lock the row), then, in a new
-        # statement (so a new snapshot that sees them all), close and fix the pot.
-        cur = await conn.execute("SELECT state FROM rounds WHERE id = %s FOR UPDATE", (round_id,))
-        row = await cur.fetchone()
-        if row is None:
+        # statement (READ COMMITTED: a new snapshot that sees them all), close and fix the pot.
+        rnd = (await lock(conn, round_id=round_id, round_mode="update")).round
+        if rnd is None:
             return None
-        if row[0] != "open":
-            return str(row[0])
+        if rnd.state != "open":
+            return rnd.state
         await conn.execute(
             "UPDATE rounds SET state = 'closed', pot = (SELECT coalesce(sum(amount), 0)"
             " FROM ledger WHERE account = 'round:' || rounds.id) WHERE id = %s",
@@ -135,6 +134,7 @@ async def close_round(pool: AsyncConnectionPool, round_id: str) -> str | None:
         return "closed"
 
 
+@retried
 async def record_score(
     pool: AsyncConnectionPool,
     guess_id: str,
@@ -145,8 +145,10 @@ async def record_score(
     """Record a guess's score once (``UPDATE … WHERE score IS NULL``) and, in the
     same transaction, lock the positions in ``exact`` for its player and round.
     A second call returns :class:`AlreadyScored` with the first score and changes nothing.
+    It takes no money lock (the foreign-key checks' key-share locks do not conflict
+    with :func:`~codemojex.wallet.locks.lock`'s), so scoring never waits on a settlement.
     """
-    async with pool.connection() as conn, conn.transaction():
+    async with transaction(pool) as conn:
         cur = await conn.execute(
             "UPDATE guesses SET score = %s, scored_at = now()"
             " WHERE id = %s AND score IS NULL RETURNING round_id, player_id",
@@ -167,9 +169,10 @@ async def record_score(
         return Scored(guess_id, score)
 
 
+@retried
 async def locked_positions(pool: AsyncConnectionPool, round_id: str, player: str) -> dict[int, str]:
     """The player's locks in the round, for :func:`codemojex.domain.locks.merge`."""
-    async with pool.connection() as conn:
+    async with transaction(pool) as conn:
         cur = await conn.execute(
             "SELECT position, emoji FROM locks WHERE round_id = %s AND player_id = %s",
             (round_id, player),
@@ -177,51 +180,13 @@ async def locked_positions(pool: AsyncConnectionPool, round_id: str, player: str
         return {int(p): str(e) for p, e in await cur.fetchall()}
 
 
+@retried
 async def scored_guesses(pool: AsyncConnectionPool, round_id: str) -> list[ScoredGuess]:
-    async with pool.connection() as conn:
+    """The round's scored guesses in the server's order (``seq``, the tie-break order)."""
+    async with transaction(pool) as conn:
         cur = await conn.execute(
-            "SELECT id, player_id, score FROM guesses WHERE round_id = %s AND score IS NOT NULL ORDER BY id",
+            "SELECT id, player_id, score, seq FROM guesses WHERE round_id = %s AND score IS NOT NULL"
+            " ORDER BY seq",
             (round_id,),
         )
-        return [ScoredGuess(str(i), str(p), int(s)) for i, p, s in await cur.fetchall()]
-
-
-async def settle_round(
-    pool: AsyncConnectionPool, round_id: str
-) -> tuple[Payout, ...] | NotReady | RoundRefused:
-    """Settle a closed, fully scored round (see the module docstring). Idempotent."""
-    async with pool.connection() as conn, conn.transaction():
-        cur = await conn.execute("SELECT state FROM rounds WHERE id = %s FOR UPDATE", (round_id,))
-        row = await cur.fetchone()
-        if row is None:
-            return RoundRefused(round_id, Reason.NO_ROUND)
-        state = str(row[0])
-        if state == "settled":
-            cur = await conn.execute(
-                "SELECT player_id, amount, guess_id FROM payouts WHERE round_id = %s ORDER BY player_id",
-                (round_id,),
-            )
-            return tuple(Payout(str(p), int(a), str(g)) for p, a, g in await cur.fetchall())
-        cur = await conn.execute(
-            "SELECT count(*) FILTER (WHERE score IS NULL), coalesce(sum(charged), 0)"
-            " FROM guesses WHERE round_id = %s",
-            (round_id,),
-        )
-        counts = await cur.fetchone()
-        assert counts is not None
-        unscored, pot = int(counts[0]), int(counts[1])
-        if state != "closed" or unscored:
-            return NotReady(round_id, state, unscored)
-        cur = await conn.execute("SELECT id, player_id, score FROM guesses WHERE round_id = %s", (round_id,))
-        guesses = [ScoredGuess(str(i), str(p), int(s)) for i, p, s in await cur.fetchall()]
-        payouts = settle(pot, guesses)
-        for p in payouts:
-            result = await pay_on(
-                conn, round_id, p.player, p.amount, payout_ref(round_id, p.player), p.guess_id
-            )
-            # Under the round lock in state 'closed' nobody else pays this round.
-            assert isinstance(result, Paid), result
-        await conn.execute(
-            "UPDATE rounds SET state = 'settled', settled_at = now() WHERE id = %s", (round_id,)
-        )
-        return payouts
+        return [ScoredGuess(str(i), str(p), int(s), int(q)) for i, p, s, q in await cur.fetchall()]

@@ -1,0 +1,213 @@
+"""Transactions and bounded retries: how every wallet call talks to PostgreSQL.
+
+:func:`transaction` opens one transaction on a pooled connection and sets its
+isolation level explicitly (``READ COMMITTED`` unless asked otherwise), so the
+wallet behaves the same on a server whose default is ``REPEATABLE READ``: the
+lock-then-read steps of a charge or a close need a fresh snapshot per statement.
+
+:func:`retry` (and the :func:`retried` decorator every public wallet call
+wears) runs a call again after a *transient* failure (any
+``psycopg.OperationalError``: a dropped or refused connection, an
+administrator shutdown, a server restart, a deadlock victim, a serialization
+failure, a pool checkout timeout) with a growing, jittered delay, until the
+policy's deadline. Past it the call raises :class:`~codemojex.errors.Unavailable`;
+any other ``psycopg`` error becomes :class:`~codemojex.errors.DatabaseError`.
+No ``psycopg`` exception type leaves the wallet.
+
+A retry is safe because every movement carries a unique ref: when a commit
+succeeded but its reply was lost, the retry finds the ref and applies nothing
+(a charge answers ``AlreadyCharged``, a grant ``AlreadyApplied``, a settlement
+its stored payouts). The pool (:func:`codemojex.pg.open_pool`) checks each
+connection on checkout and replaces broken ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Literal, ParamSpec, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolClosed
+
+from codemojex.errors import DatabaseError, Unavailable
+from codemojex.wallet.locks import Conn
+
+__all__ = [
+    "STATS",
+    "RetryPolicy",
+    "RetryStats",
+    "retried",
+    "retry",
+    "retry_policy",
+    "transaction",
+    "transient",
+    "within",
+]
+
+log = logging.getLogger("codemojex.wallet")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long a wallet call keeps trying: until ``deadline_s`` after its first
+    attempt, sleeping ``first_delay_s`` doubling up to ``max_delay_s`` (jittered)."""
+
+    deadline_s: float = 30.0
+    first_delay_s: float = 0.02
+    max_delay_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.deadline_s >= 0 and 0 < self.first_delay_s <= self.max_delay_s):
+            raise ValueError("RetryPolicy: deadline_s >= 0 and 0 < first_delay_s <= max_delay_s")
+
+
+DEFAULT_POLICY = RetryPolicy()
+_policy: ContextVar[RetryPolicy] = ContextVar("codemojex_retry_policy", default=DEFAULT_POLICY)
+_deadline: ContextVar[float | None] = ContextVar("codemojex_retry_deadline", default=None)
+
+
+@contextlib.contextmanager
+def retry_policy(policy: RetryPolicy) -> Iterator[RetryPolicy]:
+    """Use ``policy`` for wallet calls made in this context (tasks started inside inherit it)."""
+    token = _policy.set(policy)
+    try:
+        yield policy
+    finally:
+        _policy.reset(token)
+
+
+@contextlib.contextmanager
+def within(seconds: float | None = None) -> Iterator[float]:
+    """Bound every wallet call (and its retries) made in this context by one deadline,
+    ``seconds`` from now (default: the policy's ``deadline_s``); nested bounds only shrink.
+    Yields the deadline (``time.monotonic()`` clock)."""
+    span = _policy.get().deadline_s if seconds is None else seconds
+    deadline = time.monotonic() + span
+    outer = _deadline.get()
+    if outer is not None:
+        deadline = min(deadline, outer)
+    token = _deadline.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _deadline.reset(token)
+
+
+class RetryStats:
+    """Process-wide counts of transient failures seen, by SQLSTATE (or class name)."""
+
+    def __init__(self) -> None:
+        self.failures: Counter[str] = Counter()
+        self.gave_up = 0
+
+    def record(self, exc: BaseException) -> None:
+        code = getattr(exc, "sqlstate", None)
+        self.failures[code or type(exc).__name__] += 1
+
+    @property
+    def deadlocks(self) -> int:
+        return self.failures["40P01"]
+
+    @property
+    def serialization_failures(self) -> int:
+        return self.failures["40001"]
+
+
+STATS = RetryStats()
+
+
+def transient(exc: BaseException) -> bool:
+    """True for a failure a later attempt can outlive (see the module docstring)."""
+    return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, PoolClosed)
+
+
+async def retry(call: Callable[[], Awaitable[T]], *, what: str, policy: RetryPolicy | None = None) -> T:
+    """Await ``call()``; on a transient failure call it again until the deadline.
+
+    Raises :class:`Unavailable` past the deadline and :class:`DatabaseError` for a
+    non-transient ``psycopg`` error; other exceptions pass through unchanged.
+    """
+    policy = policy or _policy.get()
+    outer = _deadline.get()
+    deadline = time.monotonic() + policy.deadline_s
+    if outer is not None:  # nested: the outermost call's deadline bounds everything
+        deadline = min(deadline, outer)
+    token = _deadline.set(deadline)
+    delay = policy.first_delay_s
+    try:
+        while True:
+            try:
+                return await call()
+            except psycopg.Error as exc:
+                if not transient(exc):
+                    raise DatabaseError(f"{what}: {type(exc).__name__}: {exc}") from exc
+                STATS.record(exc)
+                pause = random.uniform(delay / 2, delay)
+                if time.monotonic() + pause >= deadline:
+                    STATS.gave_up += 1
+                    raise Unavailable(f"{what}: PostgreSQL unavailable: {type(exc).__name__}: {exc}") from exc
+                log.info("%s: transient %s (%s); retrying in %.0f ms", what, type(exc).__name__,
+                         str(exc).strip()[:120], pause * 1000)
+                await asyncio.sleep(pause)
+                delay = min(delay * 2, policy.max_delay_s)
+    finally:
+        _deadline.reset(token)
+
+
+def retried(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Decorate a wallet call: every call runs under :func:`retry`."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await retry(lambda: fn(*args, **kwargs), what=fn.__name__)
+
+    return wrapper
+
+
+def _checkout_timeout(pool: AsyncConnectionPool) -> float:
+    deadline = _deadline.get()
+    if deadline is None:
+        return pool.timeout
+    return max(0.01, min(pool.timeout, deadline - time.monotonic()))
+
+
+@contextlib.asynccontextmanager
+async def transaction(
+    pool: AsyncConnectionPool,
+    *,
+    isolation: Literal["READ COMMITTED", "REPEATABLE READ"] = "READ COMMITTED",
+    read_only: bool = False,
+) -> AsyncIterator[Conn]:
+    """One transaction on a pooled connection, its isolation level set explicitly
+    (``BEGIN ISOLATION LEVEL …``: no extra round trip), restored to the server's
+    defaults before the connection goes back to the pool.
+
+    The checkout waits no longer than the enclosing retry's deadline."""
+    async with pool.connection(timeout=_checkout_timeout(pool)) as conn:
+        await conn.set_isolation_level(_LEVELS[isolation])  # idle: stored, sent with BEGIN
+        await conn.set_read_only(read_only or None)
+        try:
+            async with conn.transaction():
+                yield conn
+        finally:
+            with contextlib.suppress(psycopg.Error):  # a broken connection is discarded anyway
+                await conn.set_isolation_level(None)
+                await conn.set_read_only(None)
+
+
+_LEVELS = {
+    "READ COMMITTED": psycopg.IsolationLevel.READ_COMMITTED,
+    "REPEATABLE READ": psycopg.IsolationLevel.REPEATABLE_READ,
+}
