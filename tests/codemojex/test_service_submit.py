@@ -1,4 +1,5 @@
-"""``submit`` on real PostgreSQL and Valkey: the five closed errors, success, locks, a race."""
+"""``submit`` on real PostgreSQL and Valkey: the closed errors (the seed's five and
+``unavailable``), success, locks, a race."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from codemojex.domain import format_guess
 from codemojex.errors import Reason
 from codemojex.service import Admitted, Services, submit
 from codemojex.service.codec import decode_guess
-from codemojex.wallet import balance, close_round, record_score
+from codemojex.wallet import RetryPolicy, balance, close_round, record_score, retry_policy
 from tests.codemojex.game import PRICE, SECRET, books, make_player, make_round
+from tests.codemojex.pgfaults import dbname_of, refused
 
 GUESS = ("🍕", "🍩", "🚀", "⚽", "🎸", "❤️")
 
@@ -36,7 +38,7 @@ def mint_counter(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("reason", list(Reason))
 async def test_each_error_mints_nothing_and_charges_nothing(
-    services: Services, reason: Reason, mint_counter: list[str]
+    services: Services, reason: Reason, mint_counter: list[str], pg_url: str
 ) -> None:
     player = await make_player(services.pool, PRICE * 5)
     rid = await make_round(services.pool)
@@ -52,7 +54,12 @@ async def test_each_error_mints_nothing_and_charges_nothing(
     else:
         player = await make_player(services.pool, PRICE - 1)
     before = await books(services)
-    assert await submit(services, rid, player, guess) is reason
+    if reason is Reason.UNAVAILABLE:  # PostgreSQL refuses every connection past the bound
+        async with refused(pg_url, dbname_of(services.pool)):
+            with retry_policy(RetryPolicy(deadline_s=1.0)):
+                assert await submit(services, rid, player, guess) is reason
+    else:
+        assert await submit(services, rid, player, guess) is reason
     assert await books(services) == before  # no guess row, no movement, no ledger leg, no job
     if reason is not Reason.INSUFFICIENT:
         assert mint_counter == []  # refused before the success branch
