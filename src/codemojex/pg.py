@@ -32,6 +32,7 @@ from codemojex.errors import ConfigurationError, DatabaseError
 __all__ = ["ENV_URL", "PgServer", "create_database", "drop_database", "open_pool", "with_dbname"]
 
 ENV_URL = "CODEMOJEX_DATABASE_URL"
+RECONNECT_TIMEOUT_S = 5.0
 _DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
@@ -193,6 +194,9 @@ async def open_pool(
     pool: AsyncConnectionPool = AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=checkout_timeout, name=name, open=False,
         check=AsyncConnectionPool.check_connection,
+        # A failed reconnection backs off (1 s, 2 s, 4 s ...); give up on it after a few
+        # seconds so that the next checkout starts a fresh attempt at once.
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
     )
     try:
         await pool.open(wait=True, timeout=checkout_timeout)

@@ -20,14 +20,20 @@ from tests.codemojex.support import drop_database, make_database
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """The admin URL of the session's PostgreSQL server."""
+def pg_server() -> Iterator[PgServer]:
+    """The session's PostgreSQL server (fault tests restart it when it is embedded)."""
     server = PgServer.from_env()
-    url = server.start()
+    server.start()
     try:
-        yield url
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server: PgServer) -> str:
+    """The admin URL of the session's PostgreSQL server."""
+    return pg_server.url
 
 
 @pytest.fixture(scope="module")

@@ -67,10 +67,11 @@ class RetryPolicy:
     deadline_s: float = 30.0
     first_delay_s: float = 0.02
     max_delay_s: float = 1.0
+    checkout_s: float = 5.0  # one attempt waits at most this long for a pooled connection
 
     def __post_init__(self) -> None:
-        if not (self.deadline_s >= 0 and 0 < self.first_delay_s <= self.max_delay_s):
-            raise ValueError("RetryPolicy: deadline_s >= 0 and 0 < first_delay_s <= max_delay_s")
+        if not (self.deadline_s >= 0 and 0 < self.first_delay_s <= self.max_delay_s and self.checkout_s > 0):
+            raise ValueError("RetryPolicy: deadline_s >= 0, 0 < first_delay_s <= max_delay_s, checkout_s > 0")
 
 
 DEFAULT_POLICY = RetryPolicy()
@@ -177,10 +178,12 @@ def retried(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
 
 def _checkout_timeout(pool: AsyncConnectionPool) -> float:
+    """Short checkouts: after a restart a fresh checkout starts a fresh connection attempt,
+    where a long wait would sit out the pool's reconnection back-off."""
     deadline = _deadline.get()
     if deadline is None:
         return pool.timeout
-    return max(0.01, min(pool.timeout, deadline - time.monotonic()))
+    return max(0.01, min(pool.timeout, _policy.get().checkout_s, deadline - time.monotonic()))
 
 
 @contextlib.asynccontextmanager
