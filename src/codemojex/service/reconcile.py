@@ -39,6 +39,7 @@ from typing import Any
 
 import psycopg
 
+from codemojex.errors import DatabaseError
 from codemojex.service.codec import GuessJob, encode
 from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle
@@ -80,7 +81,7 @@ async def _rows(services: Services, sql: str, args: tuple[Any, ...]) -> list[tup
 async def _database_up(services: Services) -> bool:
     try:
         await _rows(services, "SELECT 1", ())
-    except (OSError, psycopg.Error) as exc:
+    except (OSError, psycopg.Error, DatabaseError) as exc:
         log.info("reconcile: PostgreSQL does not answer (%r); waiting", exc)
         return False
     return True
@@ -176,7 +177,7 @@ class Reconciler:
                 self.readmitted += done.readmitted
                 self.settled += done.settled
                 self.last_pass_at = time.monotonic()
-            except (OSError, EchoMQError, psycopg.Error) as exc:
+            except (OSError, EchoMQError, psycopg.Error, DatabaseError) as exc:
                 log.warning("reconcile pass failed (%r); next pass in %.1fs", exc, self.interval_s)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.interval_s)

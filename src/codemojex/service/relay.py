@@ -20,6 +20,7 @@ import time
 
 import psycopg
 
+from codemojex.errors import DatabaseError
 from codemojex.service.codec import GuessJob, encode
 from codemojex.service.context import Services
 from codemojex.wallet import mark_admitted, unadmitted
@@ -69,7 +70,7 @@ class Relay:
         while not self._stopping.is_set():
             try:
                 self.relayed += await relay_once(self.services, min_age_ms=self.min_age_ms)
-            except (OSError, EchoMQError, psycopg.Error) as exc:
+            except (OSError, EchoMQError, psycopg.Error, DatabaseError) as exc:
                 log.warning("relay pass failed (%r); next pass in %.1fs", exc, self.interval_s)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.interval_s)
