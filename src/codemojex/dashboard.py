@@ -9,7 +9,6 @@ prints.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -77,8 +76,10 @@ async def render(pool: AsyncConnectionPool, *, limit: int = 20) -> str:
     payouts = await _rows(pool, _PAYOUTS, (limit,))
     books = await audit(pool)
     heads = ["round", "emoji set", "state", "when", "price", "pot (charged)", "guesses", "scored", "paid"]
-    checks = [[esc(f.name.replace("_", " ")), f'<span class="mono">{esc(getattr(books, f.name))}</span>']
-              for f in dataclasses.fields(books)]
+    values = [*books.findings.items(), ("charged_guesses", books.charged_guesses),
+              ("scored_guesses", books.scored_guesses)]
+    checks = [[esc(name.replace("_", " ")), f'<span class="mono">{esc(value)}</span>']
+              for name, value in values]
     verdict = ('<span class="ok">✔ the books balance</span>' if books.ok
                else '<span class="bad">✘ the audit found a discrepancy</span>')
     cards = "".join(f'<div class="card stat"><b>{v:,}</b><span>{esc(k)}</span></div>' for k, v in (
