@@ -12,6 +12,12 @@ Every file opens with its contract, which this loader parses and enforces::
     -- ERRORS: ...
     -- @include <helper>            pasted from lua/include/<helper>.lua
 
+The flags of the ``#!lua`` line are the server's: ``no-writes`` for a read, and
+``allow-oom`` for a transition that drains work (it runs when the server is at
+``maxmemory``); a writing script without ``allow-oom`` is refused whole by a server
+at its memory limit, before it runs (admission: back-pressure). Unknown flags are
+refused here, so a typo cannot silently turn a drain into a refusal.
+
 A file without the ``#!lua`` line, a name that differs from the file, gaps in
 the numbering, or a missing RETURNS or ERRORS line is refused with
 :class:`ScriptContractError`. :meth:`Script.check` refuses a call whose key
@@ -28,10 +34,12 @@ from importlib import resources
 
 from echomq.errors import ScriptContractError
 
-__all__ = ["Script", "bundle", "load", "parse", "protocol_table"]
+__all__ = ["FLAGS", "Script", "bundle", "load", "parse", "protocol_table"]
 
 _SLOT = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+): ")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$")
+# The shebang flags Valkey knows (https://valkey.io/topics/eval-intro/#eval-flags).
+FLAGS = frozenset({"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +54,15 @@ class Script:
     variadic_keys: bool
     variadic_argv: bool
     read_only: bool
+    flags: frozenset[str] = frozenset()
     summary: str = ""
     returns: str = ""
     errors: str = ""
+
+    @property
+    def allow_oom(self) -> bool:
+        """True if the script runs on a server at ``maxmemory`` (a drain, never an admission)."""
+        return "allow-oom" in self.flags
 
     def check(self, nkeys: int, nargs: int) -> None:
         """Refuse a call whose shape does not fit the contract."""
@@ -78,6 +92,7 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
     lines = text.splitlines()
     if not lines or not (lines[0] == "#!lua" or lines[0].startswith("#!lua ")):
         raise ScriptContractError(f"{name}: first line must be '#!lua' (server-enforced keys)")
+    flags = _flags(name, lines[0])
     header: list[str] = []
     for line in lines[1:]:
         if not line.startswith("--"):
@@ -114,11 +129,29 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
         argv=argv,
         variadic_keys=vk,
         variadic_argv=va,
-        read_only="no-writes" in lines[0],
+        read_only="no-writes" in flags,
+        flags=flags,
         summary=_continued(header, "summary"),
         returns=fields["RETURNS"],
         errors=fields["ERRORS"],
     )
+
+
+def _flags(name: str, shebang: str) -> frozenset[str]:
+    """The flags of a ``#!lua`` line: ``#!lua`` or ``#!lua flags=a,b`` and nothing else."""
+    if shebang == "#!lua":
+        return frozenset()
+    rest = shebang.removeprefix("#!lua ")
+    if not rest.startswith("flags=") or " " in rest:
+        raise ScriptContractError(f"{name}: shebang must be '#!lua' or '#!lua flags=a,b', not {shebang!r}")
+    flags = rest.removeprefix("flags=").split(",")
+    unknown = [f for f in flags if f not in FLAGS]
+    if unknown or len(set(flags)) != len(flags):
+        raise ScriptContractError(
+            f"{name}: unknown or repeated shebang flags {flags} (known: {sorted(FLAGS)})")
+    if "no-writes" in flags and "allow-oom" in flags:
+        raise ScriptContractError(f"{name}: no-writes already runs at the memory limit; drop allow-oom")
+    return frozenset(flags)
 
 
 def _continued(header: list[str], field: str) -> str:
@@ -136,14 +169,15 @@ def _continued(header: list[str], field: str) -> str:
 
 def protocol_table() -> str:
     """The Markdown table of docs/protocol.md: one row per script, from its header."""
-    rows = ["| script | KEYS | ARGV | returns | errors |", "|---|---|---|---|---|"]
+    rows = ["| script | flags | KEYS | ARGV | returns | errors |", "|---|---|---|---|---|---|"]
     for name, s in sorted(bundle().items()):
         keys = ", ".join(("…" if s.variadic_keys and i == len(s.keys) - 1 else "") + k
                          for i, k in enumerate(s.keys))
         argv = ", ".join(("…" if s.variadic_argv and i == len(s.argv) - 1 else "") + a
                          for i, a in enumerate(s.argv)) or "—"
         cells = [s.returns.replace("|", "\\|"), s.errors.replace("|", "\\|")]
-        rows.append(f"| `{name}` | {keys} | {argv} | {cells[0]} | {cells[1]} |")
+        flags = ", ".join(f"`{f}`" for f in sorted(s.flags)) or "— (deny-oom)"
+        rows.append(f"| `{name}` | {flags} | {keys} | {argv} | {cells[0]} | {cells[1]} |")
     return "\n".join(rows) + "\n"
 
 

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: cancel
 -- summary: Delete the candidate jobs that are still waiting (pending or delayed): each is
 --   taken off its set, frees its serial lane if it holds it, and loses its row. A candidate

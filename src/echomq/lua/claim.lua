@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: claim
 -- summary: Lease up to ARGV[2] of the candidate jobs (peeked from pending by the client)
 --   for lease_ms on the server clock. Each leased job's attempts is incremented: it is the

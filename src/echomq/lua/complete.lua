@@ -1,9 +1,11 @@
-#!lua
+#!lua flags=allow-oom
 -- name: complete
 -- summary: Finish one attempt, fenced by (id, attempt) and by its lease: an attempt whose
 --   lease has expired on the server clock can no longer finish. The lease is cleared in the
 --   same step. The row is kept for keep_ms in the done set (so the id still refuses duplicates),
---   or deleted at once when keep_ms is 0.
+--   or deleted at once when keep_ms is 0. A kept row drops its payload (state, attempts, lane,
+--   result and error stay): finishing frees memory, so a server at maxmemory drains
+--   (allow-oom; docs/decisions/0010-memory-limit.md).
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
 -- KEYS[3] done: emq:{q}:done, sorted set, score = finish time (server ms)
@@ -32,6 +34,7 @@ if keep == 0 then
   redis.call('DEL', KEYS[2])
 else
   redis.call('HSET', KEYS[2], 'state', 'done')
+  redis.call('HDEL', KEYS[2], 'payload')
   if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'result', ARGV[4]) end
   redis.call('ZADD', KEYS[3], now, ARGV[1])
 end

@@ -1,8 +1,9 @@
-#!lua
+#!lua flags=allow-oom
 -- name: complete_batch
 -- summary: Finish several attempts in one call, each exactly as `complete` does: fenced by
 --   (id, attempt) and by its live lease on the server clock, the lease cleared in the same
---   step, the row kept for keep_ms in the done set (or deleted when keep_ms is 0). One
+--   step, the row kept for keep_ms in the done set without its payload (or deleted when
+--   keep_ms is 0). One
 --   verdict per attempt; a stale attempt changes nothing. Bounded by the caller's batch.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] done: emq:{q}:done, sorted set, score = finish time (server ms)
@@ -34,6 +35,7 @@ for i = 1, n do
     if keep == 0 then
       redis.call('DEL', job)
     else
+      redis.call('HDEL', job, 'payload')
       if result ~= '' then
         redis.call('HSET', job, 'state', 'done', 'result', result)
       else

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: fence
 -- summary: The protocol version fence. Records the client's protocol version on a queue
 --   that has none; accepts the same major version; refuses any other.

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: heartbeat
 -- summary: Extend the lease of one attempt, only if that attempt still holds a live lease
 --   (an expired lease is lost even before reap runs: another claim may follow at any time).

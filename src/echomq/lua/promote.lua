@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: promote
 -- summary: Move the candidate delayed jobs (peeked by the client, earliest first) whose due
 --   time has come on the server clock to pending. Bounded by the number of candidates.

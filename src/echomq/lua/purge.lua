@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: purge
 -- summary: Delete the candidate rows of a finished state (done or dead) that entered it at
 --   least min_age_ms ago on the server clock: retention and purge are this one script.

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: reap
 -- summary: Re-expose the candidate active jobs (peeked by the client, earliest deadline
 --   first) whose lease has expired on the server clock: back to pending, or to the dead set

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: requeue
 -- summary: Put the candidate dead jobs back on pending with a fresh failure budget. The
 --   attempt counter is kept (it is the fencing token and only grows).

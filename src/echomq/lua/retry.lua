@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: retry
 -- summary: End one attempt without success, fenced by (id, attempt) and its live lease, and schedule the job
 --   again after delay_ms (to pending at once when 0). mode 'fail' counts a failure and

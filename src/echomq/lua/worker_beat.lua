@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- name: worker_beat
 -- summary: Register or refresh one worker of the queue until ttl_ms from the server's now
 --   (ttl_ms 0 removes it), and forget up to 16 workers whose registration has expired.

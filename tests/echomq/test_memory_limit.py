@@ -1,0 +1,147 @@
+"""At ``maxmemory`` (noeviction): admission is refused whole, every draining transition runs.
+
+A real ``valkey-server`` with a small ``maxmemory`` is filled with jobs until it refuses
+admission; then each transition that moves or removes jobs must still run, and each
+script that adds jobs must still be refused (docs/decisions/0010-memory-limit.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from echomq import AsyncConnector, AsyncQueue, EchoMQError, QueueOptions, Verdict, generate
+from echomq.errors import ScriptContractError
+from echomq.model import Completion, RetryOutcome
+from echomq.scripts import bundle, parse
+from echomq.server import EmbeddedValkey
+from tests.echomq.invariants import assert_consistent
+
+ADMISSION = {"admit", "enqueue"}  # the scripts that add jobs: deny-oom, back-pressure
+DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
+          "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
+          "worker_beat"}  # one bounded entry per live worker: a worker stays visible at the limit
+READS = {"browse", "info", "pending_size", "stats"}
+PAYLOAD = b"x" * 1024
+
+
+def _adds_rows(source: str) -> bool:
+    """A script that writes a job's payload creates rows: it adds work."""
+    return "'payload', ARGV" in source
+
+
+def test_scripts_that_add_jobs_are_refused_at_the_limit() -> None:
+    scripts = bundle()
+    assert set(scripts) == ADMISSION | DRAINS | READS, "a new script: decide its memory flag"
+    for name, script in scripts.items():
+        if _adds_rows(script.source) or name in ADMISSION:
+            assert not script.allow_oom, f"{name} adds jobs: it must stay deny-oom"
+            assert not script.read_only
+    assert {n for n, s in scripts.items() if _adds_rows(s.source)} == ADMISSION
+    assert {n for n, s in scripts.items() if s.allow_oom} == DRAINS
+    assert {n for n, s in scripts.items() if s.read_only} == READS
+    assert all(s.flags == frozenset() for n, s in scripts.items() if n in ADMISSION)
+
+
+@pytest.mark.parametrize("shebang", ["#!lua flags=allow-om", "#!lua flags=", "#!lua  flags=no-writes",
+                                     "#!lua flags=no-writes,no-writes", "#!lua allow-oom",
+                                     "#!lua flags=no-writes,allow-oom"])
+def test_a_malformed_flag_line_is_refused(shebang: str) -> None:
+    text = f"{shebang}\n-- name: s\n-- summary: x\n-- RETURNS: x\n-- ERRORS: none\nreturn 1\n"
+    with pytest.raises(ScriptContractError):
+        parse("s", text)
+
+
+def test_flags_are_parsed() -> None:
+    head = "-- name: s\n-- summary: x\n-- RETURNS: x\n-- ERRORS: none\nreturn 1\n"
+    assert parse("s", "#!lua\n" + head).flags == frozenset()
+    s = parse("s", "#!lua flags=allow-oom,allow-stale\n" + head)
+    assert s.allow_oom and not s.read_only and s.flags == {"allow-oom", "allow-stale"}
+
+
+# ---------------------------------------------------------------- real server at its limit
+@pytest.fixture
+def small_server() -> Iterator[EmbeddedValkey]:
+    """A private server with a 4 MB limit under noeviction (the policy a queue runs under)."""
+    with EmbeddedValkey(extra={"maxmemory": "4mb", "maxmemory-policy": "noeviction"}) as server:
+        yield server
+
+
+@pytest.fixture
+async def small(small_server: EmbeddedValkey) -> AsyncIterator[AsyncConnector]:
+    conn = AsyncConnector.from_url(small_server.url)
+    yield conn
+    await conn.aclose()
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return "OOM" in str(exc) or "OutOfMemory" in str(exc)
+
+
+async def fill(queue: AsyncQueue, step: int = 500) -> list[str]:
+    """Admit 1 KiB jobs until the server refuses; returns the admitted ids (bounded)."""
+    admitted: list[str] = []
+    for _ in range(100):
+        batch = [generate("JOB") for _ in range(step)]
+        verdicts = await queue.enqueue_many([(i, PAYLOAD) for i in batch])
+        admitted += [i for i, v in zip(batch, verdicts, strict=True) if v is Verdict.ENQUEUED]
+        refused = [v for v in verdicts if isinstance(v, EchoMQError)]
+        if refused:
+            assert all(_is_oom(v) for v in refused), refused[:3]
+            return admitted
+    raise AssertionError("the server never refused admission")
+
+
+async def test_every_drain_runs_at_the_limit_and_admission_is_refused(
+        small: AsyncConnector, small_server: EmbeddedValkey) -> None:
+    raw = redis.Redis.from_url(small_server.url)
+    q = AsyncQueue(small, "full", options=QueueOptions(max_attempts=2))
+    ids = await fill(q)
+    assert len(ids) > 1000
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        raw.set("probe", b"x")  # the server itself is at its limit
+    for admission in (q.enqueue(generate("JOB"), b""), q.admit(generate("JOB"), b"", lane="a")):
+        with pytest.raises(EchoMQError) as refused:
+            await admission
+        assert _is_oom(refused.value)
+    # Every draining transition runs: claim, heartbeat, complete (one and a batch), retry,
+    # defer, promote, reap, requeue, purge and retention; the version fence answers.
+    leases = await q.claim(6, lease_ms=60_000)
+    assert len(leases) == 6
+    assert await q.heartbeat(leases[0], lease_ms=60_000) is not None
+    assert await q.complete(leases[0], b"r") is Completion.COMPLETED
+    assert await q.complete_many(leases[1:3]) == [Completion.COMPLETED] * 2
+    row = raw.hgetall(q.job_key(leases[0].id))
+    assert row[b"state"] == b"done" and b"payload" not in row and row[b"result"] == b"r"
+    assert await q.retry(leases[3], delay_ms=0, error="boom") is RetryOutcome.SCHEDULED
+    assert await q.defer(leases[4], delay_ms=1) is RetryOutcome.SCHEDULED
+    assert await _eventually(q.promote, lambda n: n == 1)
+    one = AsyncQueue(small, "full", options=QueueOptions(max_attempts=1, keep_done_ms=1))
+    assert await one.retry(leases[5], delay_ms=0, error="x") is RetryOutcome.DEAD
+    assert raw.hget(q.job_key(leases[5].id), "payload") == PAYLOAD  # dead rows keep it
+    assert await q.requeue_dead(limit=10) == 1
+    assert await q.claim(1, lease_ms=1)
+    assert await _eventually(q.reap, lambda r: sum(r) == 1)  # requeued, or dead at its limit
+    (last,) = await q.claim(1, lease_ms=60_000)
+    assert await one.retry(last, delay_ms=0, error="y") is RetryOutcome.DEAD
+    dead = (await q.stats()).dead
+    assert dead >= 1
+    assert await q.purge_dead(limit=10) == dead
+    assert await _eventually(one.trim, lambda n: n == 3)
+    small.fenced.clear()
+    await q.fence()
+    assert_consistent(raw, "full")
+    raw.close()
+
+
+async def _eventually(call, ok, tries: int = 500):  # type: ignore[no-untyped-def]
+    """Poll ``call`` until ``ok`` holds on its answer (bounded)."""
+    for _ in range(tries):
+        got = await call()
+        if ok(got):
+            return True
+        await asyncio.sleep(0.01)
+    return False
