@@ -10,9 +10,11 @@ cluster (``AsyncClusterConnector``/``ClusterConnector``) from a URL or seed node
 
 from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
+from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.queue import AsyncQueue
 from echomq._sync.cluster import ClusterConnector, connect
 from echomq._sync.connector import Connector
+from echomq._sync.memory import memory_status
 from echomq._sync.queue import Queue
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import (
@@ -29,6 +31,7 @@ from echomq.errors import (
 )
 from echomq.ids import generate, valid
 from echomq.keyspace import job_key, queue_key, slot
+from echomq.memory import MemoryStatus
 from echomq.model import (
     PROTOCOL,
     Completion,
@@ -60,6 +63,7 @@ __all__ = [
     "InvalidQueueName",
     "JobView",
     "Lease",
+    "MemoryStatus",
     "NotDurable",
     "PayloadTooLarge",
     "ProtocolVersionError",
@@ -77,6 +81,8 @@ __all__ = [
     "connect_async",
     "generate",
     "job_key",
+    "memory_status",
+    "memory_status_async",
     "queue_key",
     "slot",
     "valid",
