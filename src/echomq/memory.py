@@ -54,8 +54,11 @@ class MemoryStatus:
 
     @property
     def refusing(self) -> bool:
-        """True when the server refuses admissions now (over its limit under noeviction)."""
-        return self.limited and self.policy == SAFE_POLICY and self.counted > self.maxmemory
+        """True at the limit under noeviction: admissions are refused (``ServerFull``), or
+        will be within a few more. The server decides per command against a figure that
+        moves with every client buffer, so within 1% of the limit counts as at it."""
+        return (self.limited and self.policy == SAFE_POLICY
+                and self.counted >= self.maxmemory - self.maxmemory // 100)
 
     @property
     def evicting(self) -> bool:
@@ -64,7 +67,7 @@ class MemoryStatus:
 
     @property
     def fraction(self) -> float | None:
-        """Counted memory over the limit (1.0 and above: at the limit); None without one."""
+        """Counted memory over the limit (about 1.0: at the limit); None without one."""
         return self.counted / self.maxmemory if self.limited else None
 
     def describe(self) -> str:

@@ -13,7 +13,19 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 
-from echomq import AsyncConnector, AsyncQueue, EchoMQError, QueueOptions, Verdict, generate
+from echomq import (
+    AsyncConnector,
+    AsyncQueue,
+    ClusterConnector,
+    Connector,
+    EchoMQError,
+    MemoryStatus,
+    QueueOptions,
+    Verdict,
+    generate,
+    memory_status,
+    memory_status_async,
+)
 from echomq.errors import ScriptContractError
 from echomq.model import Completion, RetryOutcome
 from echomq.scripts import bundle, parse
@@ -145,3 +157,31 @@ async def _eventually(call, ok, tries: int = 500):  # type: ignore[no-untyped-de
             return True
         await asyncio.sleep(0.01)
     return False
+
+
+async def test_memory_status_names_the_limit_and_policy(
+        small: AsyncConnector, small_server: EmbeddedValkey) -> None:
+    q = AsyncQueue(small, "status")
+    before = await memory_status_async(small, "status")
+    assert before.maxmemory == 4 * 1024 * 1024 and before.policy == "noeviction"
+    assert not before.refusing and 0 < before.counted <= before.used
+    await fill(q)
+    full = await memory_status_async(small, "status")
+    assert full.refusing and full.fraction is not None and full.fraction > 0.99
+    line = full.describe()
+    assert "maxmemory 4.0 MiB" in line and "noeviction" in line and "refusing admissions" in line
+    sync = Connector.from_url(small_server.url)
+    assert memory_status(sync).refusing  # the blocking twin
+    sync.close()
+
+
+def test_memory_status_on_either_backend(sync_conn: Connector | ClusterConnector, qname: str) -> None:
+    status = memory_status(sync_conn, qname)
+    assert status.used > 0 and status.policy and not status.refusing
+    assert memory_status(sync_conn).used > 0  # without a queue: the fullest node
+    if isinstance(sync_conn, ClusterConnector):
+        assert status.node  # which primary it read
+    line = MemoryStatus(used=10, maxmemory=0, policy="noeviction", counted=10).describe()
+    assert "no maxmemory" in line
+    evicting = MemoryStatus(used=10, maxmemory=100, policy="allkeys-lru", counted=10)
+    assert evicting.evicting and "run maxmemory-policy noeviction" in evicting.describe()
