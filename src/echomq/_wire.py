@@ -175,8 +175,12 @@ class AsyncWire:
             self._parser = hiredis.Reader(replyError=_parse_error)
             hello = t.hello()
             if hello:
-                io[1].write(b"".join(hello))
-                _check_hello(self._parser, await self._read(io[0], len(hello)))
+                try:
+                    io[1].write(b"".join(hello))
+                    _check_hello(self._parser, await self._read(io[0], len(hello)))
+                except BaseException:
+                    io[1].close()  # refused credentials: no transport left open
+                    raise
         return io
 
     async def _read(self, reader: asyncio.StreamReader, count: int) -> list[Any]:

@@ -16,7 +16,13 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   job starts about one round trip after admission, not a poll later.
 * Every beat one consumer of the queue (a ``SET NX PX`` token) runs promote and
   reap, and now and then retention: no separate scheduler process.
-* Transient server errors are retried with backoff; the loop never exits silently.
+* A server's refusal never ends it: every failure is classified
+  (:mod:`echomq.replies`). Back-pressure (OOM, BUSY) and transient states (LOADING,
+  READONLY, failover, lost connections, ...) are logged once per episode, backed off
+  and retried, each episode counted in :attr:`stats`; a configuration error (NOPERM,
+  WRONGPASS, NOAUTH, the version fence) stops it: :meth:`run` raises
+  :class:`~echomq.errors.ConfigurationError` whose one line names the fix. No handler
+  task's exception goes unobserved.
 * At start it refuses a server whose ``maxmemory-policy`` could evict jobs
   (:mod:`echomq.eviction`), unless ``allow_eviction=True`` (then it warns).
 * :meth:`stop` stops claiming, lets running handlers finish within the grace
@@ -39,14 +45,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq._async.connector import is_transient
 from echomq._async.queue import AsyncQueue
 from echomq._threads import HandlerThreads
-from echomq.errors import ServerUnavailable
+from echomq.errors import ConfigurationError
 from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
 from echomq.model import Completion, Lease
 from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
+from echomq.replies import Episodes, Kind, classify
 
 __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 
@@ -97,6 +103,8 @@ class ConsumerStats:
     errors: int = 0  # transient server errors ridden out
     handed_back: int = 0  # in flight at the end of the grace period: pending again at once
     reaped: int = 0  # expired leases this consumer's upkeep re-exposed (requeued or dead)
+    episodes: int = 0  # episodes of back-pressure or transient refusals (echomq.replies)
+    refusals: dict[str, int] = field(default_factory=dict)  # episodes by reply code (OOM, BUSY)
 
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
@@ -142,6 +150,8 @@ class Consumer:
         self._hurry = False
         self._beats = 0
         self._closed = False
+        self._episodes = Episodes(self.name, log)
+        self._fatal: ConfigurationError | None = None
 
     # ------------------------------------------------------------ public
     async def run(self) -> None:
@@ -172,6 +182,8 @@ class Consumer:
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await _cancel_and_wait(aux)
             await _cancel_and_wait(list(self._running))
+        if self._fatal is not None:
+            raise self._fatal
 
     def stop(self, *, hurry: bool = False) -> None:
         """Stop claiming; :meth:`run` returns once running handlers are done, or at the end
@@ -193,7 +205,6 @@ class Consumer:
         window = 2 * o.concurrency + 16  # room to skip jobs of busy serial lanes
         cands: list[bytes] = []
         fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
-        delay = 0.05
         while not self._stopping.is_set():
             free = o.concurrency - len(self._running) + len(self._acks)
             if not self._acks and (free <= 0 or (fresh and not cands)):
@@ -216,18 +227,15 @@ class Consumer:
                 done, leases, cands = await q.settle(
                     [(x, r) for x, r, _ in acks], count=count, lease_ms=o.lease_ms,
                     candidates=cands, window=window)
-                fresh, delay = True, 0.05
+                fresh = True
+                self._episodes.answered()
             except Exception as exc:
                 for _, _, fut in acks:
                     if not fut.done():
                         fut.set_exception(exc)
                 cands, fresh = [], False
-                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
+                if not await self._ride_out(exc, "the drain flush"):
                     raise
-                self.stats.errors += 1
-                log.warning("%s: drain flush failed (%r); retrying in %.2fs", self.name, exc, delay)
-                await self._wait(self._stopping, delay)
-                delay = min(delay * 2, 2.0)
                 continue
             for (_, _, fut), verdict in zip(acks, done, strict=True):
                 if not fut.done():
@@ -248,6 +256,34 @@ class Consumer:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.pop(task, None)
         self._kick.set()
+        if not task.cancelled() and task.exception() is not None:  # observed, never lost
+            log.error("%s: %s ended with an error", self.name, task.get_name(),
+                      exc_info=task.exception())
+
+    def _refused(self, exc: BaseException, where: str) -> float | None:
+        """Classify a failure: the back-off for a retryable one, else None. A configuration
+        error stops the consumer (``run`` raises it, one line naming the fix)."""
+        refusal = classify(exc)
+        if refusal.kind.retry:
+            self.stats.errors += 1
+            delay = self._episodes.refused(refusal, where)
+            self.stats.episodes = self._episodes.episodes
+            self.stats.refusals = dict(self._episodes.by_code)
+            return delay
+        if refusal.kind is Kind.CONFIGURATION and self._fatal is None:
+            self._fatal = ConfigurationError(f"consumer {self.name} stopped: {refusal.line()}")
+            self._fatal.__cause__ = exc
+            log.error("%s", self._fatal)
+            self.stop()
+        return None
+
+    async def _ride_out(self, exc: BaseException, where: str) -> bool:
+        """Back off after a retryable failure (True), or tell the caller to give up (False)."""
+        delay = self._refused(exc, where)
+        if delay is None:
+            return self._fatal is not None  # stopping: the loop ends on its own
+        await self._wait(self._stopping, delay)
+        return True
 
     @staticmethod
     async def _wait(event: asyncio.Event, seconds: float) -> None:
@@ -305,6 +341,11 @@ class Consumer:
         self._finishing.add(lease.id)
         try:
             await self._finish(lease, outcome)
+        except Exception as exc:
+            self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
+            if self._fatal is None:
+                log.error("%s: could not record the outcome of %s; its lease will expire",
+                          self.name, lease.id, exc_info=exc)
         finally:
             self._finishing.discard(lease.id)
 
@@ -373,11 +414,14 @@ class Consumer:
                     raise TypeError(f"handler returned {outcome!r}; expected Ack, Defer, Backoff")
                 return
             except Exception as exc:
-                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
+                refusal = classify(exc)
+                if not refusal.kind.retry:
                     raise
                 # Keep trying while the lease may still hold; after that reap re-runs the job.
-                if time.monotonic() > give_up:
-                    log.warning("%s: could not finish %s; its lease will expire", self.name, lease.id)
+                # (The drain loop, which sent the flush, logged and counted the episode.)
+                if time.monotonic() > give_up or self._fatal is not None:
+                    log.warning("%s: could not finish %s (%s); its lease will expire",
+                                self.name, lease.id, refusal.code)
                     return
                 self.stats.errors += 1
                 await asyncio.sleep(delay)
@@ -394,9 +438,8 @@ class Consumer:
                 deadlines = await self.queue.heartbeat_many([x for _, x in running],
                                                             lease_ms=o.lease_ms)
             except Exception as exc:
-                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
-                    log.exception("%s: heartbeat failed", self.name)
-                self.stats.errors += 1
+                if self._refused(exc, "a heartbeat") is None and self._fatal is None:
+                    log.error("%s: heartbeat failed", self.name, exc_info=exc)
                 continue
             for (task, lease), deadline in zip(running, deadlines, strict=True):
                 if deadline is None and not task.done() and lease.id not in self._finishing:
@@ -410,7 +453,15 @@ class Consumer:
         while not self._closed:
             await asyncio.sleep(o.beat_ms / 1000)
             try:
-                got = await q.connector.command("SET", q.keys["maint"], token, "NX", "PX", o.beat_ms)
+                try:
+                    got = await q.connector.command("SET", q.keys["maint"], token, "NX", "PX",
+                                                    o.beat_ms)
+                except Exception as exc:
+                    # At maxmemory the token's SET is refused (OOM), promote and reap are
+                    # not (allow-oom): run them anyway, they are fenced (decision 0010).
+                    if classify(exc).code != "OOM":
+                        raise
+                    got = True
                 if not got:
                     continue
                 self._beats += 1
@@ -424,9 +475,8 @@ class Consumer:
                 if self._beats % o.trim_every == 0:
                     await q.trim()
             except Exception as exc:
-                self.stats.errors += 1
-                if not (is_transient(exc) or isinstance(exc, ServerUnavailable)):
-                    log.exception("%s: maintenance failed", self.name)
+                if self._refused(exc, "maintenance") is None and self._fatal is None:
+                    log.error("%s: maintenance failed", self.name, exc_info=exc)
 
     async def _listen(self) -> None:
         """Set the wake event whenever the queue's pending set stops being empty."""

@@ -12,12 +12,14 @@ values, never exceptions. Exceptions are for misuse and for failures::
     ├── ServerError             the server answered an error a script did not expect
     ├── ServerUnavailable       the server could not be reached within the retry budget
     ├── QueueNotFound           an operator command named a queue the server has never seen
-    └── NotDurable              an admission fewer replicas acknowledged than the queue asks
+    ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
+    └── ConfigurationError      the server refuses this client until a person fixes its setup
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ConfigurationError",
     "EchoMQError",
     "InvalidJobId",
     "InvalidQueueName",
@@ -72,3 +74,9 @@ class NotDurable(EchoMQError):
 
 class QueueNotFound(EchoMQError, LookupError):
     """An inspection named a queue that has no keys on the server (a mistyped name)."""
+
+
+class ConfigurationError(EchoMQError):
+    """The server refuses this client for a reason waiting cannot fix: credentials
+    (``WRONGPASS``, ``NOAUTH``), ACL permissions (``NOPERM``), the protocol version fence.
+    A consumer stops with it; its one-line message names the fix (:mod:`echomq.replies`)."""
