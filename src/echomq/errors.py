@@ -10,6 +10,9 @@ values, never exceptions. Exceptions are for misuse and for failures::
     ├── ScriptContractError     a Lua file without a valid contract header, or a key-count mismatch
     ├── ProtocolVersionError    the queue was written by an incompatible protocol version
     ├── ServerError             the server answered an error a script did not expect
+    │   └── BackPressure        the server refuses work for now; nothing was written
+    │       ├── ServerBusy      BUSY: a script or module holds the server
+    │       └── ServerFull      OOM: maxmemory reached under noeviction
     ├── ServerUnavailable       the server could not be reached within the retry budget
     ├── QueueNotFound           an operator command named a queue the server has never seen
     ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
@@ -19,6 +22,7 @@ values, never exceptions. Exceptions are for misuse and for failures::
 from __future__ import annotations
 
 __all__ = [
+    "BackPressure",
     "ConfigurationError",
     "EchoMQError",
     "InvalidJobId",
@@ -28,7 +32,9 @@ __all__ = [
     "ProtocolVersionError",
     "QueueNotFound",
     "ScriptContractError",
+    "ServerBusy",
     "ServerError",
+    "ServerFull",
     "ServerUnavailable",
 ]
 
@@ -59,6 +65,22 @@ class ProtocolVersionError(EchoMQError):
 
 class ServerError(EchoMQError):
     """The server answered an error that no script contract lists as an outcome."""
+
+
+class BackPressure(ServerError):
+    """The server refused the call for now (memory, a busy script); nothing was written.
+
+    Not retried by the connector: the caller decides whether to wait, shed or fail. The
+    message says why and, for memory, names the server's ``maxmemory`` and policy.
+    """
+
+
+class ServerBusy(BackPressure):
+    """``BUSY``: a long script (or module command) holds the server."""
+
+
+class ServerFull(BackPressure):
+    """``OOM``: the server is at ``maxmemory`` and refuses admissions; workers still drain."""
 
 
 class ServerUnavailable(EchoMQError):

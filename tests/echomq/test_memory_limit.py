@@ -26,7 +26,7 @@ from echomq import (
     memory_status,
     memory_status_async,
 )
-from echomq.errors import ScriptContractError
+from echomq.errors import BackPressure, ScriptContractError, ServerFull
 from echomq.model import Completion, RetryOutcome
 from echomq.scripts import bundle, parse
 from echomq.server import EmbeddedValkey
@@ -90,11 +90,18 @@ async def small(small_server: EmbeddedValkey) -> AsyncIterator[AsyncConnector]:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    return "OOM" in str(exc) or "OutOfMemory" in str(exc)
+    """The typed back-pressure error, whose message names the limit and the policy."""
+    return (isinstance(exc, ServerFull) and isinstance(exc, BackPressure)
+            and "maxmemory 4.0 MiB" in str(exc) and "policy noeviction" in str(exc)
+            and "nothing was written" in str(exc))
 
 
 async def fill(queue: AsyncQueue, step: int = 500) -> list[str]:
-    """Admit 1 KiB jobs until the server refuses; returns the admitted ids (bounded)."""
+    """Admit 1 KiB jobs until the server refuses; returns the admitted ids (bounded).
+
+    The batch that meets the limit answers per item, in input order: ENQUEUED for each
+    admitted job, its typed ServerFull for each refused one (whose row does not exist).
+    """
     admitted: list[str] = []
     for _ in range(100):
         batch = [generate("JOB") for _ in range(step)]
@@ -103,6 +110,9 @@ async def fill(queue: AsyncQueue, step: int = 500) -> list[str]:
         refused = [v for v in verdicts if isinstance(v, EchoMQError)]
         if refused:
             assert all(_is_oom(v) for v in refused), refused[:3]
+            assert all(v is Verdict.ENQUEUED or _is_oom(v) for v in verdicts)
+            stored = [await queue.job(i) is not None for i in batch]
+            assert stored == [v is Verdict.ENQUEUED for v in verdicts]  # verdicts in order
             return admitted
     raise AssertionError("the server never refused admission")
 

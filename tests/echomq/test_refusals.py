@@ -17,7 +17,13 @@ from redis._parsers.base import BaseParser
 
 from echomq import AsyncConnector, AsyncQueue, Lease, generate
 from echomq.consumer import Consumer, ConsumerOptions
-from echomq.errors import ConfigurationError, ProtocolVersionError, ServerError, ServerUnavailable
+from echomq.errors import (
+    ConfigurationError,
+    ProtocolVersionError,
+    ServerBusy,
+    ServerError,
+    ServerUnavailable,
+)
 from echomq.outcomes import BackoffPolicy
 from echomq.replies import Episodes, Kind, classify
 from echomq.server import EmbeddedValkey
@@ -162,7 +168,10 @@ async def test_a_busy_episode_is_outlived_with_every_job_run(
             script = threading.Thread(target=long_script)
             script.start()
             await wait_for(lambda: _async(consumer.stats.refusals.get("BUSY")), within=15)
-            await asyncio.sleep(0.3)  # the episode lasts a while: several refused flushes
+            with pytest.raises(ServerBusy, match="nothing was written"):  # the producer's side
+                await q.enqueue(generate("JOB"), b"late")
+            verdicts = await q.enqueue_many([(generate("JOB"), b"late") for _ in range(3)])
+            assert all(isinstance(v, ServerBusy) for v in verdicts)
             killer = redis.Redis.from_url(busy_server.url)
             await wait_for(lambda: _async(_kill(killer)), within=10)
             killer.close()

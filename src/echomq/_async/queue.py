@@ -18,6 +18,7 @@ from echomq import ids as branded
 from echomq import keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector, Call
+from echomq._async.memory import typed_refusals
 from echomq._async.upkeep import STATES, AsyncUpkeep, _text
 from echomq.errors import (
     EchoMQError,
@@ -35,6 +36,7 @@ from echomq.model import (
     Verdict,
     decode_verdict,
 )
+from echomq.replies import reply_code
 from echomq.scripts import Script, load
 
 __all__ = ["AsyncQueue"]
@@ -120,7 +122,7 @@ class AsyncQueue(AsyncUpkeep):
             try:
                 reply = await self.connector.eval(script, keys, args)
             except ResponseError as exc:
-                reply = exc
+                (reply,) = await typed_refusals(self.connector, self.name, [exc])
         verdict = decode_verdict(reply)
         if isinstance(verdict, EchoMQError):
             raise verdict
@@ -151,11 +153,20 @@ class AsyncQueue(AsyncUpkeep):
         if not calls:
             return out
         await self.fence()
-        await self.connector.load(load("enqueue"))
+        await self._preload(load("enqueue"))
         replies = await self._admit_pipeline(calls, flush=self.options.batch)
         for i, reply in zip(where, replies, strict=True):
             out[i] = decode_verdict(reply)
         return out
+
+    async def _preload(self, script: Script) -> None:
+        """``SCRIPT LOAD`` before a batch, so its calls need no NOSCRIPT round. A server that
+        refuses it for back-pressure refuses the batch too: each item gets its typed error."""
+        try:
+            await self.connector.load(script)
+        except ResponseError as exc:
+            if reply_code(exc) not in ("BUSY", "OOM"):
+                raise
 
     async def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
         """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
@@ -164,7 +175,8 @@ class AsyncQueue(AsyncUpkeep):
         vouches only for the writes of the call it follows."""
         o = self.options
         if not o.durable_replicas:
-            return await self.connector.pipeline(calls, flush=flush)
+            replies = await self.connector.pipeline(calls, flush=flush)
+            return await typed_refusals(self.connector, self.name, replies)
         out: list[Any] = []
         step = flush or len(calls)
         for start in range(0, len(calls), step):
@@ -178,7 +190,7 @@ class AsyncQueue(AsyncUpkeep):
                         f"the admission within {o.durable_timeout_ms} ms; it is written on the "
                         "primary only and may be lost on failover")
                 out.append(reply)
-        return out
+        return await typed_refusals(self.connector, self.name, out)
 
     def _admit_call(
         self, job_id: str, payload: bytes, lane: str | None, delay_ms: int, serial: bool,
@@ -233,7 +245,7 @@ class AsyncQueue(AsyncUpkeep):
             where.append(i)
         if calls:
             await self.fence()
-            await self.connector.load(load("admit"))
+            await self._preload(load("admit"))
             replies = await self._admit_pipeline(calls, flush=self.options.batch)
             for i, reply in zip(where, replies, strict=True):
                 out[i] = decode_verdict(reply)

@@ -19,6 +19,7 @@ from echomq import ids as branded
 from echomq import keyspace
 from echomq._sync.cluster import ClusterConnector
 from echomq._sync.connector import Call, Connector
+from echomq._sync.memory import typed_refusals
 from echomq._sync.upkeep import STATES, Upkeep, _text
 from echomq.errors import (
     EchoMQError,
@@ -36,6 +37,7 @@ from echomq.model import (
     Verdict,
     decode_verdict,
 )
+from echomq.replies import reply_code
 from echomq.scripts import Script, load
 
 __all__ = ["Queue"]
@@ -121,7 +123,7 @@ class Queue(Upkeep):
             try:
                 reply = self.connector.eval(script, keys, args)
             except ResponseError as exc:
-                reply = exc
+                (reply,) = typed_refusals(self.connector, self.name, [exc])
         verdict = decode_verdict(reply)
         if isinstance(verdict, EchoMQError):
             raise verdict
@@ -152,11 +154,20 @@ class Queue(Upkeep):
         if not calls:
             return out
         self.fence()
-        self.connector.load(load("enqueue"))
+        self._preload(load("enqueue"))
         replies = self._admit_pipeline(calls, flush=self.options.batch)
         for i, reply in zip(where, replies, strict=True):
             out[i] = decode_verdict(reply)
         return out
+
+    def _preload(self, script: Script) -> None:
+        """``SCRIPT LOAD`` before a batch, so its calls need no NOSCRIPT round. A server that
+        refuses it for back-pressure refuses the batch too: each item gets its typed error."""
+        try:
+            self.connector.load(script)
+        except ResponseError as exc:
+            if reply_code(exc) not in ("BUSY", "OOM"):
+                raise
 
     def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
         """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
@@ -165,7 +176,8 @@ class Queue(Upkeep):
         vouches only for the writes of the call it follows."""
         o = self.options
         if not o.durable_replicas:
-            return self.connector.pipeline(calls, flush=flush)
+            replies = self.connector.pipeline(calls, flush=flush)
+            return typed_refusals(self.connector, self.name, replies)
         out: list[Any] = []
         step = flush or len(calls)
         for start in range(0, len(calls), step):
@@ -179,7 +191,7 @@ class Queue(Upkeep):
                         f"the admission within {o.durable_timeout_ms} ms; it is written on the "
                         "primary only and may be lost on failover")
                 out.append(reply)
-        return out
+        return typed_refusals(self.connector, self.name, out)
 
     def _admit_call(
         self, job_id: str, payload: bytes, lane: str | None, delay_ms: int, serial: bool,
@@ -234,7 +246,7 @@ class Queue(Upkeep):
             where.append(i)
         if calls:
             self.fence()
-            self.connector.load(load("admit"))
+            self._preload(load("admit"))
             replies = self._admit_pipeline(calls, flush=self.options.batch)
             for i, reply in zip(where, replies, strict=True):
                 out[i] = decode_verdict(reply)
