@@ -18,10 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SAFE_POLICY", "MemoryStatus", "human", "parse_info"]
+from echomq.eviction import SAFE_POLICY  # the only maxmemory-policy a queue may run under
 
-SAFE_POLICY = "noeviction"
-"""The only ``maxmemory-policy`` a queue may run under."""
+__all__ = ["SAFE_POLICY", "MemoryStatus", "human", "parse_info"]
 
 
 def human(n: int) -> str:

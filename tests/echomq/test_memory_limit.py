@@ -8,6 +8,7 @@ script that adds jobs must still be refused (docs/decisions/0010-memory-limit.md
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -19,6 +20,7 @@ from echomq import (
     ClusterConnector,
     Connector,
     EchoMQError,
+    Lease,
     MemoryStatus,
     QueueOptions,
     Verdict,
@@ -26,11 +28,13 @@ from echomq import (
     memory_status,
     memory_status_async,
 )
+from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import BackPressure, ScriptContractError, ServerFull
 from echomq.model import Completion, RetryOutcome
 from echomq.scripts import bundle, parse
 from echomq.server import EmbeddedValkey
 from tests.echomq.invariants import assert_consistent
+from tests.echomq.test_claim_plane import wait_for
 
 ADMISSION = {"admit", "enqueue"}  # the scripts that add jobs: deny-oom, back-pressure
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
@@ -195,3 +199,51 @@ def test_memory_status_on_either_backend(sync_conn: Connector | ClusterConnector
     assert "no maxmemory" in line
     evicting = MemoryStatus(used=10, maxmemory=100, policy="allkeys-lru", counted=10)
     assert evicting.evicting and "run maxmemory-policy noeviction" in evicting.describe()
+
+
+async def test_a_consumer_drains_a_full_queue_and_admissions_resume_by_themselves(
+        small: AsyncConnector, small_server: EmbeddedValkey,
+        caplog: pytest.LogCaptureFixture) -> None:
+    raw = redis.Redis.from_url(small_server.url)
+    q = AsyncQueue(small, "drain")
+    ids = await fill(q)
+    assert (await memory_status_async(small, "drain")).refusing
+    late = generate("JOB")
+    with pytest.raises(ServerFull):
+        await q.enqueue(late, PAYLOAD)  # the producer's first try meets the limit
+
+    async def producer() -> Verdict:
+        """Retry the refused job on back-pressure, as a producer should: no person acts."""
+        while True:
+            try:
+                return await q.enqueue(late, PAYLOAD)
+            except ServerFull:
+                await asyncio.sleep(0.05)
+
+    seen: list[str] = []
+
+    async def handler(lease: Lease) -> None:
+        seen.append(lease.id)
+
+    consumer = Consumer(q, handler, options=ConsumerOptions(
+        beat_ms=20, lease_ms=5000, concurrency=32, grace_s=2.0))
+    with caplog.at_level(logging.WARNING):
+        task = asyncio.create_task(consumer.run())
+        try:
+            assert await asyncio.wait_for(producer(), 120) is Verdict.ENQUEUED
+            await wait_for(lambda: _done(q, len(ids) + 1), within=120)
+            assert not task.done()
+        finally:
+            consumer.stop()
+            await asyncio.wait_for(task, 20)
+    assert sorted(seen) == sorted([*ids, late])  # every job ran once
+    assert raw.config_get("maxmemory")["maxmemory"] == str(4 * 1024 * 1024)  # never raised
+    status = await memory_status_async(small, "drain")
+    assert not status.refusing, status.describe()
+    assert set(assert_consistent(raw, "drain").values()) == {"done"}
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    raw.close()
+
+
+async def _done(q: AsyncQueue, n: int) -> bool:
+    return (await q.stats()).done == n
