@@ -6,7 +6,8 @@
   the writer of a game or a set never fails because of the cache. Readers
   (:meth:`CacheTable.get`) answer None when the cache cannot.
 * **Whole values.** Each value is a hash built in a shadow key
-  ``cm:cache:{<table>:<key>}:shadow:<token>`` and swapped in with one ``RENAME``
+  ``cm:cache:{<table>:<key>}:shadow:<token>`` (one small script builds it whole,
+  with its TTL: :data:`SHADOW`) and swapped in with one ``RENAME``
   onto ``cm:cache:{<table>:<key>}``. Both keys share one hash tag, so the rename
   is legal on a cluster, and a reader sees the old complete value or the new
   complete value, never a mix. The shadow carries the entry's TTL (``RENAME``
@@ -15,6 +16,8 @@
 * **Supervision.** :meth:`CacheTier.supervisor` is a ``rest_for_one`` tree: the
   directory first, then the two tables. A directory restart restarts the tables
   after it, and they register again, so no table points at a dead directory.
+* **Both topologies.** The tier talks to Valkey through the connector only
+  (``eval`` and ``command``), so it runs on one server and on a cluster alike.
 * A round's secret enters the cache only once the round is settled.
 """
 
@@ -28,22 +31,41 @@ from collections.abc import Mapping
 
 from codemojex.domain.emoji import EmojiSet
 from codemojex.wallet import Round
-from echomq import AsyncConnector
+from echomq import AsyncClusterConnector, AsyncConnector
+from echomq.scripts import Script, parse
 from echomq.supervisor import ChildSpec, Supervisor
 
-__all__ = ["DIRECTORY_KEY", "CacheTable", "CacheTier", "Directory"]
+__all__ = ["DIRECTORY_KEY", "SHADOW", "CacheTable", "CacheTier", "Directory"]
 
 log = logging.getLogger("codemojex.cache")
 
 DIRECTORY_KEY = "cm:cache:directory"
 DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth
 
+SHADOW: Script = parse("cache_shadow", """#!lua
+-- name: cache_shadow
+-- summary: build a cache value in its own fresh shadow key, whole and with its TTL
+-- KEYS[1] shadow: cm:cache:{<table>:<key>}:shadow:<token>, hash, unique per write
+-- ARGV[1] ttl_ms: the entry's time to live (>= 1)
+-- ARGV[2..] fields: field, value, field, value, ...
+-- RETURNS: 1
+-- ERRORS: EMQARG a bad TTL, or an odd, empty or too long (> 100 fields) list; nothing written
+local ttl = tonumber(ARGV[1])
+if not ttl or ttl < 1 or #ARGV < 3 or #ARGV > 201 or #ARGV % 2 == 0 then
+  return redis.error_reply('EMQARG cache_shadow: bad ttl or fields')
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+""")
+
 
 class Directory:
     """Knows which tables are live. Each :meth:`run` is a new generation; tables
     register with the current one (in memory and in ``cm:cache:directory``)."""
 
-    def __init__(self, connector: AsyncConnector) -> None:
+    def __init__(self, connector: AsyncConnector | AsyncClusterConnector) -> None:
         self.connector = connector
         self.generation = 0
         self.tables: dict[str, int] = {}
@@ -94,12 +116,12 @@ class CacheTable:
         """Replace the whole value of ``key`` now (shadow + one RENAME); False on any failure."""
         live = self.key(key)
         shadow = f"{live}:shadow:{secrets.token_hex(8)}"
+        flat = [x for pair in fields.items() for x in pair]
         try:
-            pipe = self.directory.connector.client.pipeline(transaction=False)
-            pipe.hset(shadow, mapping=dict(fields))
-            pipe.expire(shadow, self.ttl_s)
-            pipe.rename(shadow, live)
-            await pipe.execute()
+            # The shadow is built whole, with its TTL, in one script call (so a writer that
+            # dies leaves at most an expiring shadow), then swapped in by one RENAME.
+            await self.directory.connector.eval(SHADOW, [shadow], [self.ttl_s * 1000, *flat])
+            await self.directory.connector.command("RENAME", shadow, live)
         except Exception as exc:
             self.dropped += 1
             log.debug("cache %s: write of %r failed (%r)", self.name, key, exc)
@@ -131,7 +153,7 @@ class CacheTable:
 class CacheTier:
     """The directory and the ``games`` and ``emoji_sets`` tables."""
 
-    def __init__(self, connector: AsyncConnector) -> None:
+    def __init__(self, connector: AsyncConnector | AsyncClusterConnector) -> None:
         self.directory = Directory(connector)
         self.games = CacheTable("games", self.directory)
         self.emoji_sets = CacheTable("emoji_sets", self.directory)

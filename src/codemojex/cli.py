@@ -15,7 +15,8 @@ import sys
 import click
 from rich.console import Console
 
-from echomq import AsyncConnector
+from codemojex.datadir import DEFAULT_DIR
+from echomq import connect_async
 
 __all__ = ["main"]
 
@@ -31,18 +32,41 @@ def main() -> None:
 @click.option("--rounds", default=3, show_default=True, help="rounds, one after another")
 @click.option("--round-seconds", default=15.0, show_default=True, help="how long each round is open")
 @click.option("--price", default=10, show_default=True, help="coins per guess")
+@click.option("--data", "data_dir", default=DEFAULT_DIR, show_default=True, type=click.Path(file_okay=False),
+              help="where the embedded servers keep their data and the game in flight")
+@click.option("--resume", is_flag=True, help="finish the game a crashed run left in --data (error if none)")
+@click.option("--cluster", is_flag=True, help="play on a local Valkey Cluster (3 primaries, 3 replicas)")
 @click.option("-v", "--verbose", is_flag=True, help="log what the consumers do")
-def play(players: int, guesses: int, rounds: int, round_seconds: float, price: int, verbose: bool) -> None:
-    """Play full rounds end to end on embedded servers and print the audit."""
+def play(players: int, guesses: int, rounds: int, round_seconds: float, price: int, data_dir: str,
+         resume: bool, cluster: bool, verbose: bool) -> None:
+    """Play full rounds end to end on embedded servers and print the audit.
+
+    The servers' data stays in --data. If a run dies (kill -9, a crash), the same
+    command (or --resume) stops the servers it left running, starts them again on
+    their data and finishes every round in flight; its report covers the whole game.
+    """
+    from codemojex.datadir import DataDir
+    from codemojex.errors import ConfigurationError, DatabaseError
     from codemojex.play import PlayOptions
     from codemojex.servers import started_servers
+    from echomq.errors import EchoMQError
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
-    opts = PlayOptions(players=players, guesses=guesses, rounds=rounds, round_s=round_seconds, price=price)
     console = Console()
-    with started_servers(console) as (url, pg_url):
-        ok = asyncio.run(_play(url, pg_url, opts, console))
+    try:
+        opts = PlayOptions(players=players, guesses=guesses, rounds=rounds, round_s=round_seconds,
+                           price=price)
+        data = DataDir(data_dir)
+        game = data.unfinished()
+        if resume and game is None:
+            raise ConfigurationError(f"nothing to resume in {data.path}: no game in flight")
+        with started_servers(console, data, cluster=cluster) as (url, pg_url):
+            ok = asyncio.run(_play(url, pg_url, opts, console, data, game))
+    except (ConfigurationError, DatabaseError, EchoMQError, OSError, TimeoutError) as exc:
+        click.echo(f"codemojex play: error: {exc}; the game's data is kept in {data_dir} "
+                   f"(codemojex play --resume --data {data_dir} finishes it)", err=True)
+        sys.exit(2)
     sys.exit(0 if ok else 1)
 
 
@@ -84,26 +108,28 @@ def dashboard(url: str | None, database_url: str | None, host: str, port: int, t
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
 
 
-async def _play(valkey_url: str, pg_url: str, opts: object, console: Console) -> bool:
+async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, data: object,
+                game: dict[str, object] | None) -> bool:
+    from codemojex.datadir import DataDir
     from codemojex.pg import open_pool
-    from codemojex.play import PlayOptions
+    from codemojex.play import PlayOptions, game_record
     from codemojex.play import play as run
-    from codemojex.report import check_run, print_report
+    from codemojex.report import check_run, delivered_score_notes, print_report
     from codemojex.service import Services
     from codemojex.wallet import migrate
-    from codemojex.workers import ConsoleDelivery
 
-    assert isinstance(opts, PlayOptions)
+    assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
     pool = await open_pool(pg_url, min_size=4, max_size=24)
-    connector = AsyncConnector.from_url(valkey_url)
+    connector = connect_async(valkey_url)
     try:
         await migrate(pool)
         services = Services(pool, connector)
-        app, tally = await run(services, opts, console)
-        delivery = app.delivery
-        score_notes = delivery.distinct("score") if isinstance(delivery, ConsoleDelivery) else None
-        checks = await check_run(pool, tally.round_ids, score_notes=score_notes)
+        _, tally, played = await run(services, opts, console, data=data, resume=game)
+        notes = await delivered_score_notes(services, tally.round_ids)
+        checks = await check_run(pool, tally.round_ids, score_notes=notes)
         await print_report(pool, tally, checks, console)
+        if not (checks.unsettled or checks.unadmitted or checks.charged != checks.scored):
+            data.update(game=game_record(played, tally) | {"finished": True})  # nothing in flight
         return checks.ok
     finally:
         await connector.aclose()

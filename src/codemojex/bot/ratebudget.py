@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from echomq import AsyncConnector
+from echomq import AsyncClusterConnector, AsyncConnector
 from echomq.scripts import Script, parse
 
 __all__ = ["SCRIPT", "BudgetOptions", "RateBudget"]
@@ -96,7 +96,8 @@ class BudgetOptions:
 class RateBudget:
     """Asks the shared budget for one message at a time. Holds no connection of its own."""
 
-    def __init__(self, connector: AsyncConnector, options: BudgetOptions | None = None) -> None:
+    def __init__(self, connector: AsyncConnector | AsyncClusterConnector,
+                 options: BudgetOptions | None = None) -> None:
         self.connector = connector
         self.options = options or BudgetOptions()
         self._prefix = f"cm:rate:{{{self.options.namespace}}}:"

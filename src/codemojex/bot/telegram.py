@@ -44,7 +44,7 @@ from codemojex.bot.ratebudget import RateBudget
 from codemojex.bot.replies import Keyboard, chat_for, keyboard_for
 from codemojex.service.codec import Note
 from codemojex.workers.notify import Delivered, DeliveryResult, Failed, RateLimited
-from echomq import AsyncConnector
+from echomq import AsyncClusterConnector, AsyncConnector
 
 __all__ = ["SENT_TTL_S", "BotState", "TelegramDelivery", "make_bot", "markup"]
 
@@ -71,7 +71,8 @@ def markup(keyboard: Keyboard | None) -> InlineKeyboardMarkup | None:
 class BotState:
     """What the bot remembers in Valkey: blocked chats and sent markers (one hash tag)."""
 
-    def __init__(self, connector: AsyncConnector, namespace: str = "telegram") -> None:
+    def __init__(self, connector: AsyncConnector | AsyncClusterConnector,
+                 namespace: str = "telegram") -> None:
         self.connector = connector
         self.blocked_key = f"cm:bot:{{{namespace}}}:blocked"
         self._sent = f"cm:bot:{{{namespace}}}:sent:"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from psycopg_pool import AsyncConnectionPool
 
-from echomq import AsyncConnector, AsyncQueue
+from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue
 
 if TYPE_CHECKING:
     from codemojex.cache import CacheTier
@@ -31,7 +31,7 @@ class Services:
     def __init__(
         self,
         pool: AsyncConnectionPool,
-        connector: AsyncConnector,
+        connector: AsyncConnector | AsyncClusterConnector,
         *,
         cache: CacheTier | None = None,
         suffix: str = "",

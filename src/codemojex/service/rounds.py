@@ -87,9 +87,11 @@ def _open_job(series: str, index: int, plan: RoundPlan) -> OpenRound:
                      plan.gap_ms, plan.price, plan.emoji_set)
 
 
-async def schedule(services: Services, plan: RoundPlan, *, delay_ms: int = 0) -> str:
-    """Start a series: admit the open job of its first round. Returns the series id."""
-    series = ids.generate("SER")
+async def schedule(services: Services, plan: RoundPlan, *, delay_ms: int = 0,
+                   series: str | None = None) -> str:
+    """Start a series (``series``: an id chosen beforehand, so it can be recorded first):
+    admit the open job of its first round. Returns the series id."""
+    series = series or ids.generate("SER")
     job = _open_job(series, 0, plan)
     await services.settlements.admit(derive_id("JOB", "open", job.round_id), encode(job), delay_ms=delay_ms)
     return series

@@ -1,0 +1,120 @@
+"""``codemojex play`` as the README runs it (``bash scripts/play.sh``): a short game on
+embedded servers ends with exit code 0 and AUDIT CLEAN. Then the crash: kill -9 of the
+play process in the middle of a round leaves its servers running (orphans) and its
+data in ``--data``; ``codemojex play --resume`` stops the orphans by their recorded
+pids, starts the servers on the same data, and finishes every round: exit code 0,
+AUDIT CLEAN, no person and no hand-called relay in between."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from codemojex.datadir import DataDir, cmdline
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CODEMOJEX = str(Path(sys.executable).with_name("codemojex"))
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ECHOMQ_URL", "CODEMOJEX_DATABASE_URL")}
+    return env | {"COLUMNS": "160", "NO_COLOR": "1"}
+
+
+async def _run(*args: str, timeout_s: float = 240) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(*args, cwd=ROOT, env=_env(), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
+
+
+async def test_play_as_the_readme_runs_it(tmp_path: Path) -> None:
+    code, out = await _run("bash", "scripts/play.sh", "--players", "8", "--guesses", "2", "--rounds", "2",
+                           "--round-seconds", "2", "--data", str(tmp_path / "data"))
+    assert code == 0, out[-3000:]
+    assert "AUDIT CLEAN" in out and "AUDIT FAILED" not in out
+    assert "unsettled rounds 0" in out
+    game = DataDir(tmp_path / "data").load()["game"]
+    assert game["finished"] is True and len(game["round_ids"]) == 2
+    # Nothing left running: the recorded server is stopped.
+    pid = DataDir(tmp_path / "data").load()["servers"]["valkey"]["pid"]
+    assert cmdline(pid) is None or "valkey-server" not in " ".join(cmdline(pid) or [])
+
+
+def _pg_url(data: DataDir) -> str | None:
+    """The embedded server's conninfo from its ``postmaster.pid`` (port, socket directory)."""
+    try:
+        lines = (data.pg_dir / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 5:
+        return None
+    return f"host={lines[4]} port={lines[3]} user=postgres dbname=postgres"
+
+
+async def _charged(data: DataDir) -> int:
+    """Guesses charged so far in the recorded game's first round (0 before it exists)."""
+    game = data.load().get("game")
+    url = _pg_url(data)
+    if not game or url is None:
+        return 0
+    try:
+        async with await psycopg.AsyncConnection.connect(url, connect_timeout=2) as conn:
+            cur = await conn.execute("SELECT count(*) FROM guesses WHERE round_id = %s",
+                                     (game["round_ids"][0],))
+            row = await cur.fetchone()
+    except psycopg.Error:
+        return 0  # not migrated yet
+    return int(row[0]) if row else 0
+
+
+async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) -> None:
+    data = DataDir(tmp_path / "data")
+    args = ["--players", "20", "--guesses", "2", "--rounds", "2", "--round-seconds", "3",
+            "--data", str(data.path)]
+    log = tmp_path / "first.log"
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
+                                                    stdout=sink, stderr=sink)
+    try:
+        deadline = time.monotonic() + 120
+        while await _charged(data) < 10:  # in the middle of round 1's submissions
+            assert proc.returncode is None, f"play ended before the kill: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "round 1 never got guesses"
+            await asyncio.sleep(0.1)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    state = data.load()
+    assert state["game"]["finished"] is False
+    valkey_pid = state["servers"]["valkey"]["pid"]
+    pg_pid = int((data.pg_dir / "postmaster.pid").read_text().split()[0])
+    assert "valkey-server" in " ".join(cmdline(valkey_pid) or []), "the orphan Valkey is running"
+    assert cmdline(pg_pid) is not None, "the orphan PostgreSQL is running"
+
+    try:
+        code, out = await _run(CODEMOJEX, "play", "--resume", "--data", str(data.path))
+    finally:
+        data.stop_orphans()  # whatever happened, no server of this test outlives it
+    assert code == 0, out[-3000:]
+    assert f"valkey {valkey_pid}" in out and f"postgres {pg_pid}" in out  # the orphans, stopped
+    assert "resuming run" in out
+    assert "AUDIT CLEAN" in out and "AUDIT FAILED" not in out and "unsettled rounds 0" in out
+    after = data.load()
+    assert after["game"]["finished"] is True and after["game"]["run_tag"] == state["game"]["run_tag"]
+    assert cmdline(valkey_pid) is None or "valkey-server" not in " ".join(cmdline(valkey_pid) or [])
+    # Nothing left to resume; a second --resume says so in one line, exit code 2.
+    code, out = await _run(CODEMOJEX, "play", "--resume", "--data", str(data.path))
+    assert code == 2 and "nothing to resume" in out and "Traceback" not in out
