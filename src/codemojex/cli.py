@@ -9,6 +9,7 @@ and exits non-zero if the audit fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 
@@ -64,8 +65,12 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
         with started_servers(console, data, cluster=cluster) as (url, pg_url):
             ok = asyncio.run(_play(url, pg_url, opts, console, data, game))
     except (ConfigurationError, DatabaseError, EchoMQError, OSError, TimeoutError) as exc:
-        click.echo(f"codemojex play: error: {exc}; the game's data is kept in {data_dir} "
-                   f"(codemojex play --resume --data {data_dir} finishes it)", err=True)
+        kept = ""
+        with contextlib.suppress(ConfigurationError):
+            if DataDir(data_dir).unfinished() is not None:
+                kept = (f"; the game in flight is kept in {data_dir}: "
+                        f"codemojex play --data {data_dir} finishes it")
+        click.echo(f"codemojex play: error: {exc}{kept}", err=True)
         sys.exit(2)
     sys.exit(0 if ok else 1)
 

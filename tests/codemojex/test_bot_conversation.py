@@ -1,6 +1,7 @@
 """A scripted conversation through the stand-in (long polling in, aiogram out): start, round,
-guesses (valid, invalid, insufficient coins), balance, leaderboard, help, unknown commands.
-The replies are the expected ones, in order per chat, each once."""
+guesses (valid, invalid, insufficient coins), balance, leaderboard, help, unknown commands,
+a message without text, and the buttons (balance, quick pick). Every one of them is sent;
+the replies are the expected ones, in order per chat, each once."""
 
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ async def test_a_scripted_conversation_gets_the_expected_replies_in_order(servic
     rid = await make_round(services.pool)
     ada, bob = user_id(), user_id()
     script = ["/start", "/round", GUESS, "hello there", "/guess 😀 😀", "/guess 🍕 🍩 🚀 ⚽ 🎸 ❤",
-              "/balance", "/top", "/nonsense", ""]
+              "/balance", "/top", "/help", "/nonsense", ""]
     async with StandIn() as api, running_bot(services, api, start_coins=PRICE + 5) as app:
         for text in script:
             await api.push(api.message_update(ada, text, name="Ada"))
         await api.push(api.message_update(bob, "/start", name="Bob"))
         await api.push(api.button_update(bob, "/balance", name="Bob"))
         await api.push(api.button_update(ada, "/quick", name="Ada"))
-        await until(lambda: len(_replies(api, ada)) == 12 and len(_replies(api, bob)) == 3,
+        await until(lambda: len(_replies(api, ada)) == 13 and len(_replies(api, bob)) == 3,
                     what="every reply")
         await until(lambda: any("scored" in t for t in api.texts(ada)), what="the score note")
         a, b = _replies(api, ada), _replies(api, bob)
@@ -44,9 +45,10 @@ async def test_a_scripted_conversation_gets_the_expected_replies_in_order(servic
         assert "Not enough coins: a guess costs 10, you have 5" in a[6]
         assert a[7] == "💰 Your balance: 5 coins."
         assert "🏆 Top players" in a[8] and "Ada — 5 (you)" in a[8]
-        assert "I don't know /nonsense" in a[9]
-        assert "I read text only" in a[10]
-        assert "Not enough coins" in a[11]  # the quick-pick button, with 5 coins left
+        assert a[9].startswith("Codemojex: guess the six hidden emojis") and "/top" in a[9]  # /help
+        assert "I don't know /nonsense" in a[10]
+        assert "I read text only" in a[11]
+        assert "Not enough coins" in a[12]  # the quick-pick button, with 5 coins left
         assert "You got 15 starting coins" in b[0] and "is open" in b[1]
         assert b[2] == "💰 Your balance: 15 coins."
         (scored,) = [t for t in api.texts(ada) if "scored" in t]

@@ -11,7 +11,9 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -19,7 +21,7 @@ import pytest
 
 from codemojex.datadir import DataDir, cmdline
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CODEMOJEX = str(Path(sys.executable).with_name("codemojex"))
@@ -36,6 +38,15 @@ async def _run(*args: str, timeout_s: float = 240) -> tuple[int, str]:
     out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
     assert proc.returncode is not None
     return proc.returncode, out.decode(errors="replace")
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """A private temporary folder outside pytest's basetemp: embedded PostgreSQL widens the
+    permissions along its data directory's path, and concurrent pytest sessions reset
+    ``/tmp/pytest-of-<user>`` to 0700 under it."""
+    with tempfile.TemporaryDirectory(prefix="codemojex-play-") as tmp:
+        yield Path(tmp)
 
 
 async def test_play_as_the_readme_runs_it(tmp_path: Path) -> None:

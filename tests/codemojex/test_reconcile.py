@@ -14,6 +14,7 @@ from codemojex.service.codec import CloseRound, derive_id, encode
 from codemojex.service.reconcile import reconcile_once
 from codemojex.wallet import Charged, audit, charge_guess, get_round, mark_admitted
 from codemojex.workers import ScoreWorker, SettleWorker
+from codemojex.workers.score_worker import note_id
 from echomq import ids
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.outcomes import Ack, Defer
@@ -155,3 +156,30 @@ async def test_the_close_job_waits_with_a_bound_then_hands_over(services: Servic
     assert all(isinstance(o, Defer) for o in outcomes[:-1]) and worker.waits >= 1
     rnd = await get_round(services.pool, rid)
     assert rnd is not None and rnd.state == "closed"  # the guess is unscored: not settled yet
+
+
+async def test_a_lost_score_notification_is_admitted_again_once(services: Services) -> None:
+    first = await reconcile_once(services, min_age_s=3600)  # the watermark starts at the first pass
+    assert first.notes_checked is not None and first.renotified == 0
+    player = await make_player(services.pool, PRICE)
+    rid = await make_round(services.pool)
+    out = await submit(services, rid, player, GUESS)
+    assert isinstance(out, Admitted)
+
+    async def scored() -> bool:
+        return await score_of(services.pool, out.job_id) is not None
+
+    await _score_all(services, scored)
+    nid = note_id(out.job_id)
+    # The notification's admission is lost (a failover dropped the last acknowledged writes).
+    queue = services.notifications
+    assert await queue.job(nid) is not None
+    await queue.connector.command("DEL", queue.job_key(nid))
+    await queue.connector.command("ZREM", queue.keys["pending"], nid)
+    assert (await queue.stats()).total == 0
+    done = await reconcile_once(services, notes_after=first.notes_checked, min_age_s=0)
+    assert done.renotified == 1
+    row = await queue.job(nid)
+    assert row is not None and row["lane"].decode() == player and b"scored" in row["payload"]
+    again = await reconcile_once(services, notes_after=done.notes_checked, min_age_s=0)
+    assert again.renotified == 0 and (await queue.stats()).total == 1  # checked once, notified once

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -40,6 +41,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 log = logging.getLogger("test.outage")
 SHORT = BackoffPolicy(base_ms=100, max_ms=1000)
 PLAYERS, GUESSES = 12, 1
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Outside pytest's basetemp (see tests/codemojex/test_play_cli.py)."""
+    with tempfile.TemporaryDirectory(prefix="codemojex-outage-") as tmp:
+        yield Path(tmp)
 
 
 @pytest.fixture

@@ -16,7 +16,13 @@ supervised child of the app (:class:`Reconciler`) compares the two every
    older than ``min_age_s`` whose job row is gone (a failover lost it, or a
    Valkey restart without its AOF) is admitted again under its own id onto its
    player's serial lane. Guesses not yet admitted at all are the relay's.
-4. **Every round past its closing time is driven to settled.** A round still
+4. **Every score is notified.** Each guess scored at least ``min_age_s`` ago, and
+   since the reconciler's first pass, whose score notification job does not exist
+   (a failover lost the last acknowledged admissions) gets it admitted again,
+   under the same derived id. Each scored guess is checked once. (Before the
+   first pass the queue covers it: a scoring job is acked only after its
+   notification is admitted, so a crash in between re-runs the job.)
+5. **Every round past its closing time is driven to settled.** A round still
    open or closed ``grace_s`` after ``closes_at`` is closed and settled here with
    :func:`~codemojex.service.rounds.close_and_settle` (idempotent: the same
    call the close job makes, so the two may race harmlessly). A round whose
@@ -35,6 +41,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -44,12 +51,14 @@ from codemojex.service.codec import GuessJob, encode
 from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle
 from codemojex.wallet import NotReady
+from codemojex.workers.score_worker import note_id, score_note
 from echomq import AsyncQueue, EchoMQError, Verdict
 from echomq.scripts import load
 
 __all__ = ["Pass", "Reconciler", "reconcile_once", "requeue_dead_ids"]
 
 log = logging.getLogger("codemojex.reconcile")
+
 
 
 @dataclass(slots=True)
@@ -61,6 +70,8 @@ class Pass:
     readmitted: int = 0  # charged guesses whose job was gone, admitted again
     settled: list[str] = field(default_factory=list)  # rounds this pass settled
     waiting: int = 0  # overdue rounds still waiting for scores
+    renotified: int = 0  # score notifications that were lost, admitted again
+    notes_checked: tuple[datetime, str] | None = None  # (scored_at, id) of the last guess checked
 
 
 async def requeue_dead_ids(queue: AsyncQueue, job_ids: list[str]) -> int:
@@ -123,10 +134,36 @@ async def _readmit(services: Services, min_age_s: float, limit: int) -> int:
     return readmitted
 
 
+async def _renotify(services: Services, after: tuple[datetime, str] | None, min_age_s: float,
+                    limit: int) -> tuple[int, tuple[datetime, str] | None]:
+    if after is None:  # the first pass: start from now
+        ((now,),) = await _rows(services, "SELECT now()", ())
+        return 0, (now, "")
+    rows = await _rows(services, """
+        SELECT id, round_id, player_id, emojis, score, scored_at FROM guesses
+        WHERE (scored_at, id) > (%s, %s) AND scored_at < now() - make_interval(secs => %s)
+        ORDER BY scored_at, id LIMIT %s""", (*after, min_age_s, limit))
+    if not rows:
+        return 0, after
+    jobs = await asyncio.gather(*(services.notifications.job(note_id(str(r[0]))) for r in rows))
+    lost = [r for r, job in zip(rows, jobs, strict=True) if job is None]
+    if lost:
+        items = [(note_id(str(g)), score_note(str(r), str(p), tuple(e), int(s)), str(p))
+                 for g, r, p, e, s, _ in lost]
+        verdicts = await services.notifications.admit_many(items, serial=True)
+        log.warning("reconcile: %d score notifications were lost; admitted again", len(lost))
+        failed = [v for v in verdicts if isinstance(v, Exception)]
+        if failed:
+            raise failed[0]  # the watermark stays: the next pass checks them again
+    return len(lost), (rows[-1][5], str(rows[-1][0]))
+
+
 async def reconcile_once(services: Services, *, counts: Counter[str] | None = None,
+                         notes_after: tuple[datetime, str] | None = None,
                          min_age_s: float = 5.0, grace_s: float = 5.0, max_requeues: int = 3,
                          limit: int = 500) -> Pass:
-    """One pass (see the module docstring). ``counts`` remembers requeues between passes."""
+    """One pass (see the module docstring). ``counts`` remembers requeues between passes,
+    ``notes_after`` the last guess whose notification was checked (:attr:`Pass.notes_checked`)."""
     done = Pass()
     if not await _database_up(services):
         return done
@@ -135,6 +172,7 @@ async def reconcile_once(services: Services, *, counts: Counter[str] | None = No
     for queue in (services.scores, services.settlements, services.notifications):
         done.requeued += await _requeue(queue, counts, max_requeues, limit)
     done.readmitted = await _readmit(services, min_age_s, limit)
+    done.renotified, done.notes_checked = await _renotify(services, notes_after, min_age_s, limit)
     overdue = await _rows(services, """
         SELECT id FROM rounds WHERE state <> 'settled' AND closes_at < now() - make_interval(secs => %s)
         ORDER BY closes_at LIMIT %s""", (grace_s, limit))
@@ -159,6 +197,8 @@ class Reconciler:
         self.grace_s = grace_s
         self.max_requeues = max_requeues
         self.counts: Counter[str] = Counter()
+        self.notes_checked: tuple[datetime, str] | None = None
+        self.renotified = 0
         self.passes = 0
         self.requeued = 0
         self.readmitted = 0
@@ -170,8 +210,12 @@ class Reconciler:
         self._stopping.clear()
         while not self._stopping.is_set():
             try:
-                done = await reconcile_once(self.services, counts=self.counts, min_age_s=self.min_age_s,
+                done = await reconcile_once(self.services, counts=self.counts,
+                                            notes_after=self.notes_checked, min_age_s=self.min_age_s,
                                             grace_s=self.grace_s, max_requeues=self.max_requeues)
+                if done.database_up:
+                    self.notes_checked = done.notes_checked
+                self.renotified += done.renotified
                 self.passes += 1
                 self.requeued += done.requeued
                 self.readmitted += done.readmitted

@@ -26,7 +26,7 @@ from echomq.consumer import ConsumerOptions
 from echomq.model import Lease
 from echomq.outcomes import Ack, Backoff, Outcome
 
-__all__ = ["OPTIONS", "QUEUE", "ScoreWorker", "note_id"]
+__all__ = ["OPTIONS", "QUEUE", "ScoreWorker", "note_id", "score_note"]
 
 log = logging.getLogger("codemojex.score")
 
@@ -37,6 +37,11 @@ OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=32)
 def note_id(guess_id: str) -> str:
     """The id of the score notification of ``guess_id`` (derived: one per guess)."""
     return derive_id("JOB", "score-note", guess_id)
+
+
+def score_note(round_id: str, player: str, emojis: tuple[str, ...], total: int) -> bytes:
+    """The payload of a guess's score notification."""
+    return encode(Note("score", player, round_id, f"{format_guess(emojis)} scored {total}/600", total))
 
 
 class ScoreWorker:
@@ -71,11 +76,9 @@ class ScoreWorker:
             self.scored += 1
         elif not isinstance(stored, AlreadyScored):
             return Backoff(error=f"unknown guess {lease.id}")  # the charge commits before admission
-        total = stored.score
-        note = Note("score", job.player, job.round_id, f"{format_guess(job.emojis)} scored {total}/600",
-                    total)
         # On the player's serial lane, like the bot's replies: a score never overtakes
         # the "accepted" reply to the same guess.
-        await self.services.notifications.admit(note_id(lease.id), encode(note), lane=job.player,
-                                                serial=True)
+        await self.services.notifications.admit(
+            note_id(lease.id), score_note(job.round_id, job.player, job.emojis, stored.score),
+            lane=job.player, serial=True)
         return Ack()
