@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,9 +19,44 @@ def test_bounds_and_steps(secret: tuple[str, ...], guess: tuple[str, ...]) -> No
     assert all(p in (0, 20, 40, 60, 80, 100) for p in s.positions)
 
 
+def reference_points(secret: tuple[str, ...], guess: tuple[str, ...]) -> list[int]:
+    """An independent reading of the rule, written differently on purpose: every position
+    earns the best 100 - 20*|i - j| over the secret's positions j holding its emoji."""
+    return [max([100 - 20 * abs(i - j) for j in range(SIZE) if secret[j] == g], default=0)
+            for i, g in enumerate(guess)]
+
+
 @given(six, six)
-def test_deterministic(secret: tuple[str, ...], guess: tuple[str, ...]) -> None:
-    assert score(secret, guess) == score(secret, guess)
+def test_matches_an_independent_reference(secret: tuple[str, ...], guess: tuple[str, ...]) -> None:
+    assert list(score(secret, guess).positions) == reference_points(secret, guess)
+
+
+@given(six, six)
+def test_a_redelivered_guess_rescores_identically(secret: tuple[str, ...],
+                                                  guess: tuple[str, ...]) -> None:
+    # A re-delivered job carries equal strings, not the same objects, maybe in a list.
+    copy = [("x" + e)[1:] for e in guess]
+    assert all(a == b and a is not b for a, b in zip(copy, guess, strict=True) if len(a) > 1)
+    assert score(list(secret), copy) == score(secret, guess)
+
+
+@pytest.mark.parametrize(("secret", "guess", "positions"), [
+    # the nearest copy of a repeated emoji counts: 😀 at 0 and 5
+    (("😀", "😎", "🤖", "👻", "🐱", "😀"), ("😎", "😎", "😀", "😀", "😀", "😀"),
+     (80, 100, 60, 60, 80, 100)),
+    # reversed secret: distances 5, 3, 1, 1, 3, 5
+    (("😀", "😎", "🤖", "👻", "🐱", "🐶"), ("🐶", "🐱", "👻", "🤖", "😎", "😀"),
+     (0, 40, 80, 80, 40, 0)),
+    # one emoji everywhere, present once at position 2
+    (("😀", "😎", "🤖", "👻", "🐱", "🐶"), ("🤖",) * 6, (60, 80, 100, 80, 60, 40)),
+    # nothing in common
+    (("😀", "😎", "🤖", "👻", "🐱", "🐶"), ("🍕",) * 6, (0, 0, 0, 0, 0, 0)),
+])
+def test_known_vectors(secret: tuple[str, ...], guess: tuple[str, ...],
+                       positions: tuple[int, ...]) -> None:
+    assert score(secret, guess).positions == positions
+    assert score(secret, guess).total == sum(positions)
+    assert reference_points(secret, guess) == list(positions)
 
 
 @given(six)
