@@ -2,7 +2,9 @@
 
     python -m tests.echomq.worker_proc URL QUEUE --sleep S --beat MS --lease MS
 
-Each handler call appends ``start <id> <attempt> <pid>`` to the list ``testlog:<QUEUE>``
+URL is a single server or a cluster (``redis+cluster://...``).
+
+Each handler call appends ``start <id> <attempt> <pid> <deadline>`` to the list ``testlog:{QUEUE}``
 (outside the queue's keyspace), sleeps S seconds, then answers ack. On SIGTERM it
 stops gracefully and prints its ConsumerStats as one JSON line.
 """
@@ -16,9 +18,7 @@ import json
 import os
 import signal
 
-import redis.asyncio as aredis
-
-from echomq import AsyncConnector, AsyncQueue, Lease
+from echomq import AsyncQueue, Lease, connect_async
 from echomq.consumer import Consumer, ConsumerOptions
 
 
@@ -31,12 +31,12 @@ async def main() -> None:
     p.add_argument("--lease", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=8)
     a = p.parse_args()
-    log = aredis.Redis.from_url(a.url)
-    conn = AsyncConnector.from_url(a.url, retry_budget_s=30)
+    conn = connect_async(a.url, retry_budget_s=30)  # a single server or a cluster
     pid = os.getpid()
+    key = f"testlog:{{{a.queue}}}"  # the queue's hash tag: on the queue's node of a cluster
 
     async def handler(lease: Lease) -> None:
-        await log.rpush(f"testlog:{a.queue}", f"start {lease.id} {lease.attempt} {pid}")
+        await conn.command("RPUSH", key, f"start {lease.id} {lease.attempt} {pid} {lease.deadline_ms}")
         if a.sleep:
             await asyncio.sleep(a.sleep)
 
@@ -44,11 +44,10 @@ async def main() -> None:
                         options=ConsumerOptions(beat_ms=a.beat, lease_ms=a.lease,
                                                 concurrency=a.concurrency, grace_s=1.0))
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, consumer.stop)
-    await log.rpush(f"testlog:{a.queue}", f"ready {pid}")
+    await conn.command("RPUSH", key, f"ready {pid}")
     await consumer.run()
     print(json.dumps(dataclasses.asdict(consumer.stats)), flush=True)
     await conn.aclose()
-    await log.aclose()
 
 
 if __name__ == "__main__":
