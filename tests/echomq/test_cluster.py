@@ -222,7 +222,9 @@ async def test_kill_9_of_the_owning_primary_loses_no_acknowledged_job(
             acked = [j for p in producers for j in p.acked]
             assert len(acked) > before + 50, "admissions did not resume after the failover"
             await drained([queue], len(acked), 30)  # the same consumer, never restarted
-            assert consumer.stats.errors >= 0
+            # This one consumer, never restarted, finished every acknowledged job across the
+            # failover (a completion whose reply was lost is resent and answered stale).
+            assert consumer.stats.completed + consumer.stats.stale >= len(acked)
         outage = max(p.longest_gap for p in producers)
         print(f"\npromotion after {promoted_after:.2f}s; application outage {outage:.2f}s; "
               f"slowest admission {max(p.slowest for p in producers):.2f}s; "
