@@ -188,6 +188,14 @@ class Producer:
         return max((b - a for a, b in zip(self.times, self.times[1:], strict=False)), default=0.0)
 
 
+async def acked_at_least(producers: list[Producer], n: int, within: float = 30) -> None:
+    """Poll until the producers together have ``n`` acknowledged admissions."""
+    deadline = time.monotonic() + within
+    while sum(len(p.acked) for p in producers) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} admissions acknowledged"
+        await asyncio.sleep(0.01)
+
+
 def noscript_count(node: Any) -> int:
     stat = node.command("INFO", "errorstats").get("errorstat_NOSCRIPT", {})
     return int(stat.get("count", 0))
@@ -207,7 +215,7 @@ async def test_kill_9_of_the_owning_primary_loses_no_acknowledged_job(
     try:
         async with consuming(queue, seen) as consumer:
             tasks = [asyncio.create_task(p.run()) for p in producers]
-            await asyncio.sleep(1.0)
+            await acked_at_least(producers, 100)
             before = sum(len(p.acked) for p in producers)
             cluster.kill_node(primary)
             killed_at = time.monotonic()
@@ -215,7 +223,8 @@ async def test_kill_9_of_the_owning_primary_loses_no_acknowledged_job(
                 assert time.monotonic() - killed_at < 15, "replica not promoted"
                 await asyncio.sleep(0.05)
             promoted_after = time.monotonic() - killed_at
-            await asyncio.sleep(1.5)  # keep producing on the new primary
+            # keep producing on the new primary
+            await acked_at_least(producers, sum(len(p.acked) for p in producers) + 100)
             for p in producers:
                 p.stop()
             await asyncio.gather(*tasks)
@@ -252,11 +261,11 @@ async def test_manual_failover_fails_no_admission(local_cluster: LocalCluster, q
     try:
         await queue.fence()
         task = asyncio.create_task(producer.run())
-        await asyncio.sleep(0.3)
+        await acked_at_least([producer], 20)
         primary = local_cluster.primary_for_key(queue.keys["pending"])
         replica = local_cluster.replica_of(primary)
         await asyncio.to_thread(local_cluster.failover, replica)
-        await asyncio.sleep(0.3)
+        await acked_at_least([producer], len(producer.acked) + 20)  # admitting on the new primary
         producer.stop()
         await task
         assert replica.role == "primary"

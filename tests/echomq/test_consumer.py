@@ -131,12 +131,19 @@ async def test_a_lost_lease_cancels_the_handler_and_discards_it(conn: AsyncConne
     assert raw.hget(f"emq:{{{qname}}}:job:{a}", "state") in (b"pending", b"active")
 
 
-async def test_an_idle_consumer_wakes_on_admission(queue: AsyncQueue) -> None:
+async def subscribed(raw: redis.Redis, channel: str) -> bool:
+    """Someone listens on the shard channel (on a cluster: asked of the node that owns it)."""
+    kw = {"target_nodes": raw.get_node_from_key(channel)} if hasattr(raw, "get_node_from_key") else {}
+    reply = raw.execute_command("PUBSUB", "SHARDNUMSUB", channel, **kw)
+    return int(reply[1]) >= 1
+
+
+async def test_an_idle_consumer_wakes_on_admission(queue: AsyncQueue, raw: redis.Redis) -> None:
     started: asyncio.Future[float] = asyncio.get_running_loop().create_future()
     consumer = Consumer(queue, lambda lease: started.set_result(time.monotonic()),
                         options=ConsumerOptions(beat_ms=5000, lease_ms=20_000))
     async with running(consumer):
-        await asyncio.sleep(0.3)  # let it go idle, subscribed to the wake channel
+        await wait_for(lambda: subscribed(raw, queue.keys["wake"]))  # idle, listening
         t0 = time.monotonic()
         await queue.enqueue(jid(), b"")
         t1 = await asyncio.wait_for(started, 4)
@@ -220,9 +227,11 @@ async def test_consumer_rides_out_a_server_restart(own_server, raw: redis.Redis)
             first = [jid() for _ in range(20)]
             await q.enqueue_many([(i, b"") for i in first])
             await wait_for(lambda: _true(len(done) == 20))
-            await asyncio.sleep(1.1)  # past the AOF's everysec fsync
+            aof = own_server.data_dir / "appendonlydir"  # kill -9 once the AOF holds them
+            await wait_for(lambda: _true(all(any(i.encode() in f.read_bytes() for f in aof.glob("*.aof"))
+                                             for i in first)))
             own_server.kill()
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # the outage: the server stays down this long
             own_server.start()
             second = [jid() for _ in range(20)]
             await q.enqueue_many([(i, b"") for i in second])

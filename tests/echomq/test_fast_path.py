@@ -13,6 +13,7 @@ from echomq import AsyncQueue, Completion, Lease, QueueOptions, generate
 from echomq.consumer import Consumer, ConsumerOptions
 from tests.echomq.invariants import assert_consistent
 from tests.echomq.test_claim_plane import wait_for
+from tests.echomq.test_consumer import _true, subscribed
 
 
 def jid() -> str:
@@ -76,7 +77,10 @@ async def test_complete_batch_refuses_an_expired_lease(queue: AsyncQueue) -> Non
     await _fill(queue, 2)
     short, = await queue.claim(1, lease_ms=30)
     live, = await queue.claim(1, lease_ms=5000)
-    await asyncio.sleep(0.08)
+    async def expired() -> bool:  # on the server's clock
+        return bool(await queue.connector.server_time_ms() > short.deadline_ms)
+
+    await wait_for(expired)
     assert await queue.complete_many([short, live]) == [Completion.STALE, Completion.COMPLETED]
 
 
@@ -174,7 +178,8 @@ async def test_wake_message_carries_the_id_and_the_woken_claim_needs_no_peek(
     assert [x.id for x in leases] == [a] and cands == [b.encode()]
 
 
-async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQueue) -> None:
+async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQueue,
+                                                                raw: redis.Redis) -> None:
     flushes: list[int] = []
     settle = queue.settle
 
@@ -192,7 +197,8 @@ async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQue
     consumer = Consumer(queue, handler, options=ConsumerOptions(beat_ms=5000, lease_ms=20_000))
     task = asyncio.create_task(consumer.run())
     try:
-        await asyncio.sleep(0.3)  # idle: the first poll found pending empty
+        await wait_for(lambda: _true(bool(flushes)))  # idle: the first poll found pending empty
+        await wait_for(lambda: subscribed(raw, queue.keys["wake"]))  # and it listens
         flushes.clear()
         await queue.enqueue(jid(), b"")
         await asyncio.wait_for(started.wait(), 2)
