@@ -186,14 +186,17 @@ async def open_pool(
     """An opened pool whose ``min_size`` connections are ready. Close with ``aclose``/``close``.
 
     Connections are plain (no autocommit); each wallet call opens one transaction.
-    Every checkout checks its connection (one empty round trip) and the pool
-    replaces a broken one, so a PostgreSQL restart or a terminated backend costs
-    the next caller a reconnect, not a failure; the wallet's bounded retry
-    (:mod:`codemojex.wallet.tx`) covers the calls in flight when it happens.
+    A connection that breaks in use is discarded and replaced by the pool; when a
+    wallet call fails because a connection was lost, its bounded retry
+    (:mod:`codemojex.wallet.tx`) first has the pool check every idle connection
+    (``pool.check()``: broken ones are replaced at once), so a PostgreSQL restart
+    or a terminated backend costs a reconnect, not a failure. (A check on every
+    checkout would cost a round trip each time, and psycopg_pool backs off between
+    failed checks, 1 s, 2 s, 4 s ..., which after a restart stalls a checkout for
+    seconds behind the dead idle connections.)
     """
     pool: AsyncConnectionPool = AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=checkout_timeout, name=name, open=False,
-        check=AsyncConnectionPool.check_connection,
         # A failed reconnection backs off (1 s, 2 s, 4 s ...); give up on it after a few
         # seconds so that the next checkout starts a fresh attempt at once.
         reconnect_timeout=RECONNECT_TIMEOUT_S,

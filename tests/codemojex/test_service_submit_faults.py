@@ -54,8 +54,7 @@ class LosingPool(AsyncConnectionPool[_Conn]):
 
 @pytest.fixture
 async def losing(db_url: str, conn: AsyncConnector, qname: str) -> AsyncIterator[tuple[Services, LosingPool]]:
-    pool = LosingPool(db_url, connection_class=_Conn, min_size=1, max_size=4, open=False,
-                      check=AsyncConnectionPool.check_connection)
+    pool = LosingPool(db_url, connection_class=_Conn, min_size=1, max_size=4, open=False)
     await pool.open(wait=True)
     try:
         await migrate(pool)

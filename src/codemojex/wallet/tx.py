@@ -17,8 +17,8 @@ No ``psycopg`` exception type leaves the wallet.
 A retry is safe because every movement carries a unique ref: when a commit
 succeeded but its reply was lost, the retry finds the ref and applies nothing
 (a charge answers ``AlreadyCharged``, a grant ``AlreadyApplied``, a settlement
-its stored payouts). The pool (:func:`codemojex.pg.open_pool`) checks each
-connection on checkout and replaces broken ones.
+its stored payouts). After a lost connection the retry has the pool check its idle
+connections (``pool.check()``), which replaces the broken ones at once.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Literal, ParamSpec, TypeVar
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolClosed
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from codemojex.errors import DatabaseError, Unavailable
 from codemojex.wallet.locks import Conn
@@ -45,6 +45,7 @@ __all__ = [
     "STATS",
     "RetryPolicy",
     "RetryStats",
+    "connection_lost",
     "retried",
     "retry",
     "retry_policy",
@@ -134,11 +135,28 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError) and not isinstance(exc, PoolClosed)
 
 
-async def retry(call: Callable[[], Awaitable[T]], *, what: str, policy: RetryPolicy | None = None) -> T:
+def connection_lost(exc: BaseException) -> bool:
+    """True when the failure says a connection (or the server) is gone, not that a
+    transaction lost a race (deadlock, serialization failure, a lock or statement timeout)."""
+    if not transient(exc) or isinstance(exc, PoolTimeout):
+        return False
+    code = getattr(exc, "sqlstate", None)
+    return code is None or code.startswith(("08", "57P"))
+
+
+async def retry(
+    call: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    policy: RetryPolicy | None = None,
+    pool: AsyncConnectionPool | None = None,
+) -> T:
     """Await ``call()``; on a transient failure call it again until the deadline.
 
-    Raises :class:`Unavailable` past the deadline and :class:`DatabaseError` for a
-    non-transient ``psycopg`` error; other exceptions pass through unchanged.
+    When a connection was lost and ``pool`` is given, the pool checks its idle
+    connections first (broken ones are replaced) so the retry does not draw another
+    dead one. Raises :class:`Unavailable` past the deadline and :class:`DatabaseError`
+    for a non-transient ``psycopg`` error; other exceptions pass through unchanged.
     """
     policy = policy or _policy.get()
     outer = _deadline.get()
@@ -161,6 +179,9 @@ async def retry(call: Callable[[], Awaitable[T]], *, what: str, policy: RetryPol
                     raise Unavailable(f"{what}: PostgreSQL unavailable: {type(exc).__name__}: {exc}") from exc
                 log.info("%s: transient %s (%s); retrying in %.0f ms", what, type(exc).__name__,
                          str(exc).strip()[:120], pause * 1000)
+                if pool is not None and connection_lost(exc):
+                    with contextlib.suppress(psycopg.Error):
+                        await pool.check()
                 await asyncio.sleep(pause)
                 delay = min(delay * 2, policy.max_delay_s)
     finally:
@@ -172,7 +193,8 @@ def retried(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await retry(lambda: fn(*args, **kwargs), what=fn.__name__)
+        pool = args[0] if args and isinstance(args[0], AsyncConnectionPool) else None
+        return await retry(lambda: fn(*args, **kwargs), what=fn.__name__, pool=pool)
 
     return wrapper
 
