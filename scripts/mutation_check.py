@@ -15,7 +15,7 @@ Every mutant names its file and the exact text it changes; a target that is miss
 ambiguous stops the script before anything runs (tests/echomq/test_mutation_targets.py
 checks the same on every test run), so a refactor of the Lua cannot disarm a mutant
 silently. Every Lua line marked ``-- fence:`` or ``-- threshold:`` must be the target
-of a mutant.
+of a mutant, or be listed in EQUIVALENT with the reason no test can tell it apart.
 
 Exit status 0 when the baseline passes and every mutant is killed in at least
 ``--need`` of ``--runs`` runs; the markdown table goes to ``--report`` and stdout.
@@ -84,6 +84,11 @@ MUTANTS: list[Mutant] = [
 ]
 
 
+EQUIVALENT: list[tuple[str, str, str]] = []
+"""Marked check lines no mutant removes, each with the reason its removal cannot change
+behaviour (an equivalent mutant): (file, exact text, reason)."""
+
+
 class TargetError(Exception):
     pass
 
@@ -103,6 +108,12 @@ def check_targets(lua: Path, mutants: list[Mutant] = MUTANTS) -> None:
             problems.append(f"{m.name}: {m.old!r} found on {len(hits)} lines of {m.file} (need 1)")
             continue
         targeted.setdefault(m.file, set()).add(hits[0])
+    for file, text, _ in EQUIVALENT:
+        lines = (lua / file).read_text().splitlines() if (lua / file).exists() else []
+        hits = [i for i, line in enumerate(lines, 1) if text in line]
+        if len(hits) != 1:
+            problems.append(f"equivalent {text!r} found on {len(hits)} lines of {file} (need 1)")
+        targeted.setdefault(file, set()).update(hits)
     for path in sorted(lua.glob("*.lua")):
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if any(mark in line for mark in MARKERS) and i not in targeted.get(path.name, set()):
@@ -219,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             f"baseline 0/{args.runs} failed; killed in at least {args.need}/{args.runs} required; "
             f"{time.monotonic() - t0:.0f} s.\n\n")
     table = head + "\n".join(rows) + "\n"
+    if EQUIVALENT:
+        table += ("\nMarked checks with no mutant (equivalent: removing them cannot change "
+                  "behaviour):\n\n" + "\n".join(f"- `{f}`: `{t}`: {why}" for f, t, why in EQUIVALENT)
+                  + "\n")
     print(table)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
