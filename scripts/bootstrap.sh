@@ -19,3 +19,9 @@ fi
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
 fi
+# The reliability tests shift clocks with libfaketime and cut links with iptables inside a
+# network namespace they create (Debian's packages; skipped with a reason when absent).
+if { ! command -v faketime >/dev/null 2>&1 || ! command -v iptables >/dev/null 2>&1; } \
+        && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime iptables) >/dev/null
+fi
