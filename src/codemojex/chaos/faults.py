@@ -14,6 +14,7 @@ primary_kill9       kill -9 of the cluster primary of the queue's slot      a ne
 manual_failover     ``CLUSTER FAILOVER`` on that primary's replica          a new job is done
 pg_restart          ``pg_ctl restart -m immediate`` of PostgreSQL           a wallet query answers
 pg_terminate        ``pg_terminate_backend`` of every client backend        a wallet query answers
+pg_timeout_storm    ``statement_timeout`` 2 ms for every session for 2 s    a wallet query answers after
 ==================  ======================================================  ===========================
 """
 
@@ -38,7 +39,7 @@ from echomq.server import EmbeddedValkey
 __all__ = ["KINDS", "Injector", "pg_ctl"]
 
 KINDS = ("consumer_kill9", "consumer_sigstop", "game_kill9", "valkey_kill9", "primary_kill9",
-         "manual_failover", "pg_restart", "pg_terminate")
+         "manual_failover", "pg_restart", "pg_terminate", "pg_timeout_storm")
 
 
 def pg_ctl(pg: PgServer, *args: str, timeout: float = 90.0) -> None:
@@ -66,7 +67,7 @@ class Injector:
         if self.cluster is None or self.cluster_queue is None:
             skip |= {"primary_kill9", "manual_failover"}
         if self.game is None or self.pg is None:
-            skip |= {"game_kill9", "pg_restart", "pg_terminate"}
+            skip |= {"game_kill9", "pg_restart", "pg_terminate", "pg_timeout_storm"}
         return tuple(k for k in KINDS if k not in skip)
 
     async def inject(self, kind: str) -> float:
@@ -148,6 +149,21 @@ class Injector:
         async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
             await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        return await self.game.wallet_answers(t0)
+
+    async def _pg_timeout_storm(self) -> float:
+        """Every statement of every session times out after 2 ms, for 2 s (``ALTER SYSTEM``
+        and a reload reach existing sessions too), then the setting is reset."""
+        assert self.pg_url is not None and self.game is not None
+        t0 = time.monotonic()
+        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
+            await conn.execute("ALTER SYSTEM SET statement_timeout = '2ms'")
+            await conn.execute("SELECT pg_reload_conf()")
+        await asyncio.sleep(2.0)
+        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
+            await conn.execute("SET statement_timeout = 0")  # this session is exempt
+            await conn.execute("ALTER SYSTEM RESET statement_timeout")
+            await conn.execute("SELECT pg_reload_conf()")
         return await self.game.wallet_answers(t0)
 
     def stop_pg(self) -> None:

@@ -38,7 +38,7 @@ from codemojex.chaos.gamework import GameWorkload
 from codemojex.chaos.queuework import QueueWorkload
 from codemojex.pg import PgServer, open_pool
 from codemojex.service import Services
-from codemojex.wallet import migrate
+from codemojex.wallet import audit, migrate
 from echomq import AsyncClusterConnector, AsyncConnector
 from echomq.local_cluster import LocalCluster
 from echomq.server import EmbeddedValkey
@@ -129,6 +129,7 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
             load += [asyncio.create_task(game.play(random.Random(rng.random()), per_second=8.0))
                      for _ in range(4)]
         recovery: dict[str, list[float]] = defaultdict(list)
+        audits: list[dict[str, Any]] = []
         t0 = time.monotonic()
         deck: list[str] = []
         # One full deck at least (every kind once), then until the duration is spent.
@@ -141,7 +142,13 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
             kind = deck.pop()
             took = await injector.inject(kind)
             recovery[kind].append(took)
-            console.print(f"  {time.monotonic() - t0:6.1f}s  {kind:<17} recovered in {took:.2f}s")
+            note = ""
+            if game is not None and kind.startswith("pg_"):
+                # The books right after a PostgreSQL fault, mid-game: every money invariant.
+                books = await _audit(game)
+                audits.append({"after": kind, "ok": books})
+                note = "; books balance" if books else "; BOOKS BROKEN"
+            console.print(f"  {time.monotonic() - t0:6.1f}s  {kind:<17} recovered in {took:.2f}s{note}")
         remaining = a.duration - (time.monotonic() - t0)
         if remaining > 0:
             await asyncio.sleep(remaining)
@@ -193,8 +200,10 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
                 "duplicate_payouts": checks.audit.duplicate_payouts,
                 "unbalanced_refs": checks.audit.unbalanced_refs,
                 "payout_mismatches": len(checks.payout_mismatches), "failures": checks.failures},
+            "audits_after_pg_faults": audits,
             "errors": dict(errors),
-            "ok": all(not r.failures for r in reports.values()) and (checks is None or checks.ok),
+            "ok": all(not r.failures for r in reports.values()) and (checks is None or checks.ok)
+            and all(x["ok"] for x in audits),
         }
     finally:
         for q in queues:
@@ -212,6 +221,17 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
         if cluster is not None:
             cluster.stop()
         single.stop()
+
+
+async def _audit(game: GameWorkload) -> bool:
+    """The wallet's audit (ledger sums to zero, no negative balance, ...); retried while the
+    database is still coming back."""
+    for _ in range(50):
+        try:
+            return (await audit(game.pool)).ok
+        except Exception:
+            await asyncio.sleep(0.1)
+    return False
 
 
 def _table(result: dict[str, Any], console: Console) -> None:
@@ -248,6 +268,8 @@ def _table(result: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]errors seen[/] (ridden out): {errs}")
     failures = [f for r in result["queues"].values() for f in r["failures"]]
     failures += g["failures"] if g is not None else []
+    failures += [f"wallet audit failed after {x['after']}" for x in result["audits_after_pg_faults"]
+                 if not x["ok"]]
     for failure in failures:
         console.print(f"[bold red]FAILED[/]: {failure}")
     if result["ok"]:
