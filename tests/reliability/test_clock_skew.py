@@ -139,6 +139,7 @@ def test_a_promoted_replica_with_a_skewed_clock_moves_leases_by_the_skew(
         assert q.enqueue(job, b"") is Verdict.ENQUEUED
         (lease,) = q.claim(1, lease_ms=lease_ms)
         assert p.execute_command("WAIT", 1, 1000) == 1  # the replica has the lease
+        _wait(lambda: r.zscore("emq:{skew}:active", job) is not None, 5, "the lease on the replica")
         claimed = time.monotonic()
         # Failover: the replica takes over (REPLICAOF NO ONE), the old primary is gone.
         r.replicaof("NO", "ONE")
