@@ -68,7 +68,7 @@ def test_consumers_300s_ahead_and_behind_reap_nothing_early(valkey_url: str, qna
                 _skewed(offset, sys.executable, "-m", "tests.echomq.worker_proc", valkey_url, qname,
                         "--sleep", "3", "--beat", "100", "--lease", "1000", "--concurrency", "8"),
                 cwd=ROOT, stdout=subprocess.PIPE, text=True))
-        log = f"testlog:{qname}"
+        log = f"testlog:{{{qname}}}"  # worker_proc logs under the queue's hash tag
         _wait(lambda: sum(x.startswith(b"ready") for x in raw.lrange(log, 0, -1)) == 2, what="ready")
         q = Queue(conn, qname)
         jobs = [generate("JOB") for _ in range(16)]
