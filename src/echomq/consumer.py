@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.queue import AsyncQueue
 from echomq._threads import HandlerThreads
 from echomq.errors import ConfigurationError
@@ -105,6 +106,7 @@ class ConsumerStats:
     reaped: int = 0  # expired leases this consumer's upkeep re-exposed (requeued or dead)
     episodes: int = 0  # episodes of back-pressure or transient refusals (echomq.replies)
     refusals: dict[str, int] = field(default_factory=dict)  # episodes by reply code (OOM, BUSY)
+    memory_full: int = 0  # episodes of the server at maxmemory (admissions refused; it drains)
 
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
@@ -152,6 +154,7 @@ class Consumer:
         self._closed = False
         self._episodes = Episodes(self.name, log)
         self._fatal: ConfigurationError | None = None
+        self._full = False  # the server refuses the upkeep token's SET for memory (OOM)
 
     # ------------------------------------------------------------ public
     async def run(self) -> None:
@@ -461,7 +464,9 @@ class Consumer:
                     # not (allow-oom): run them anyway, they are fenced (decision 0010).
                     if classify(exc).code != "OOM":
                         raise
-                    got = True
+                    got = await self._memory_full(True)
+                else:
+                    await self._memory_full(False)
                 if not got:
                     continue
                 self._beats += 1
@@ -477,6 +482,21 @@ class Consumer:
             except Exception as exc:
                 if self._refused(exc, "maintenance") is None and self._fatal is None:
                     log.error("%s: maintenance failed", self.name, exc_info=exc)
+
+    async def _memory_full(self, full: bool) -> bool:
+        """Log the start and end of an episode at ``maxmemory`` (the upkeep token's SET is
+        refused then, which is how the consumer learns it); counted in ``stats.memory_full``."""
+        if full and not self._full:
+            self.stats.memory_full += 1
+            line = ""
+            with contextlib.suppress(Exception):
+                line = (await memory_status_async(self.queue.connector, self.queue.name)).describe()
+            log.warning("%s: the server is at its memory limit: admissions are refused, this "
+                        "consumer keeps draining (%s)", self.name, line if line else "OOM")
+        elif not full and self._full:
+            log.warning("%s: the server is below its memory limit again", self.name)
+        self._full = full
+        return full
 
     async def _listen(self) -> None:
         """Set the wake event whenever the queue's pending set stops being empty."""

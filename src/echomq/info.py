@@ -3,8 +3,10 @@
 :func:`server_info` is what ``echomq info`` prints and what the dashboard shows: it
 finds the queues (``SCAN`` for ``emq:{*}:meta`` on every primary), reads each with
 the read-only ``info`` script (one consistent look per queue) and adds the server's
-version and memory. :func:`queue_info` reads one queue and raises
-:class:`~echomq.errors.QueueNotFound` for a name that has never been written.
+version and memory: used against ``maxmemory``, the policy, and whether a node is at
+its limit (``refusing``: admissions get ``ServerFull`` while workers drain).
+:func:`queue_info` reads one queue and raises :class:`~echomq.errors.QueueNotFound` for
+a name that has never been written.
 
 Rates come from the server, never from a sample taken by this process: the done and
 dead sets are scored by the server time a job entered them, so the jobs finished in
@@ -26,6 +28,7 @@ from echomq import ids, keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
 from echomq.errors import QueueNotFound
+from echomq.memory import parse_info
 from echomq.model import Stats
 from echomq.scripts import load
 
@@ -89,6 +92,8 @@ class ServerInfo:
     used_memory: int | None
     maxmemory: int | None
     queues: list[QueueInfo]
+    policy: str = ""  # maxmemory-policy ("noeviction" is the only safe one), nodes joined
+    refusing: bool = False  # a node is at its maxmemory: admissions get ServerFull
 
     @property
     def workers(self) -> int:
@@ -96,6 +101,7 @@ class ServerInfo:
 
     def as_dict(self) -> dict[str, Any]:
         return {"version": self.version, "used_memory": self.used_memory, "maxmemory": self.maxmemory,
+                "policy": self.policy, "refusing": self.refusing,
                 "workers": self.workers, "queues": [q.as_dict() for q in self.queues]}
 
     def to_json(self) -> str:
@@ -167,8 +173,9 @@ async def queue_info(connector: AsyncConnector | AsyncClusterConnector, name: st
     )
 
 
-async def _memory(connector: AsyncConnector | AsyncClusterConnector) -> tuple[str, int | None, int | None]:
-    versions, used, cap = set(), 0, 0
+async def _memory(connector: AsyncConnector | AsyncClusterConnector,
+                  ) -> tuple[str, int | None, int | None, str, bool]:
+    versions, used, cap, policies, refusing = set(), 0, 0, set(), False
     for node in _nodes(connector):
         fields: dict[str, Any] = {}
         for section in ("server", "memory"):
@@ -180,7 +187,10 @@ async def _memory(connector: AsyncConnector | AsyncClusterConnector) -> tuple[st
         versions.add(str(fields.get("valkey_version") or fields.get("redis_version") or "?"))
         used += int(fields.get("used_memory", 0))
         cap += int(fields.get("maxmemory", 0))
-    return ", ".join(sorted(versions)), used, cap or None
+        status = parse_info(fields)
+        policies.add(status.policy)
+        refusing = refusing or status.refusing
+    return ", ".join(sorted(versions)), used, cap or None, ", ".join(sorted(policies)), refusing
 
 
 async def server_info(connector: AsyncConnector | AsyncClusterConnector,
@@ -194,5 +204,6 @@ async def server_info(connector: AsyncConnector | AsyncClusterConnector,
             if queues is not None:
                 raise
             # deleted between the scan and the read: not there any more
-    version, used, cap = await _memory(connector)
-    return ServerInfo(version=version, used_memory=used, maxmemory=cap, queues=found)
+    version, used, cap, policy, refusing = await _memory(connector)
+    return ServerInfo(version=version, used_memory=used, maxmemory=cap, queues=found,
+                      policy=policy, refusing=refusing)

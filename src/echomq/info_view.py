@@ -34,9 +34,13 @@ def _mib(n: int | None) -> str:
 
 
 def render_info(info: ServerInfo, console: Console) -> None:
+    policy = f" ({info.policy})" if info.policy and info.maxmemory else ""
     console.print(f"[bold]server[/] valkey {info.version}, memory {_mib(info.used_memory)}"
-                  f"{' of ' + _mib(info.maxmemory) if info.maxmemory else ''}, "
+                  f"{' of ' + _mib(info.maxmemory) + policy if info.maxmemory else ''}, "
                   f"{len(info.queues)} queue(s), {info.workers} worker(s) alive")
+    if info.refusing:
+        console.print("[bold red]at maxmemory: admissions are refused (producers get ServerFull) "
+                      "while workers drain; they resume as memory frees[/]")
     table = Table(title="queues (/m: in the last minute; oldest: pending since admission)",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("queue", "pend", "act", "delay", "done", "dead", "done/m", "dead/m", "oldest",

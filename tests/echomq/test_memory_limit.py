@@ -8,11 +8,13 @@ script that adds jobs must still be refused (docs/decisions/0010-memory-limit.md
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
+from rich.console import Console
 
 from echomq import (
     AsyncConnector,
@@ -30,6 +32,8 @@ from echomq import (
 )
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import BackPressure, ScriptContractError, ServerFull
+from echomq.info import server_info
+from echomq.info_view import render_info
 from echomq.model import Completion, RetryOutcome
 from echomq.scripts import bundle, parse
 from echomq.server import EmbeddedValkey
@@ -232,6 +236,7 @@ async def test_a_consumer_drains_a_full_queue_and_admissions_resume_by_themselve
         try:
             assert await asyncio.wait_for(producer(), 120) is Verdict.ENQUEUED
             await wait_for(lambda: _done(q, len(ids) + 1), within=120)
+            await wait_for(lambda: _logged(caplog, "below its memory limit again"), within=30)
             assert not task.done()
         finally:
             consumer.stop()
@@ -242,8 +247,30 @@ async def test_a_consumer_drains_a_full_queue_and_admissions_resume_by_themselve
     assert not status.refusing, status.describe()
     assert set(assert_consistent(raw, "drain").values()) == {"done"}
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    lines = [r.getMessage() for r in caplog.records]
+    assert consumer.stats.memory_full >= 1  # what the worker's operator sees
+    assert any("at its memory limit" in m and "maxmemory 4.0 MiB" in m for m in lines), lines
+    assert any("below its memory limit again" in m for m in lines), lines
     raw.close()
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
+    return any(text in r.getMessage() for r in caplog.records)
 
 
 async def _done(q: AsyncQueue, n: int) -> bool:
     return (await q.stats()).done == n
+
+
+async def test_info_says_when_the_server_refuses_admissions(small: AsyncConnector) -> None:
+    q = AsyncQueue(small, "info")
+    await q.enqueue(generate("JOB"), b"")
+    calm = await server_info(small)
+    assert calm.policy == "noeviction" and calm.maxmemory == 4 * 1024 * 1024 and not calm.refusing
+    await fill(q)
+    full = await server_info(small)
+    assert full.refusing and full.as_dict()["refusing"] is True
+    out = io.StringIO()
+    render_info(full, Console(file=out, width=120))
+    text = out.getvalue()
+    assert "of 4.0 MiB (noeviction)" in text and "admissions are refused" in text
