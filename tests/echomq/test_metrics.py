@@ -1,0 +1,56 @@
+"""The worker's Prometheus endpoint: conventional names and labels, never a job id."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+from typing import Any
+
+from echomq import AsyncQueue, generate
+from echomq.worker import Worker, WorkerSettings
+from tests.echomq import worker_targets
+from tests.echomq.test_claim_plane import wait_for
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return str(reply.read().decode())
+
+
+async def test_a_worker_serves_prometheus_metrics(conn: Any, qname: str) -> None:
+    q, bad = AsyncQueue(conn, qname), AsyncQueue(conn, qname + "-bad")
+    ids = [generate("JOB") for _ in range(10)]
+    await q.enqueue_many([(i, b"") for i in ids])
+    await bad.enqueue(generate("JOB"), b"")
+    settings = WorkerSettings(handlers={q.name: worker_targets.ok, bad.name: worker_targets.boom},
+                              beat_ms=20, lease_ms=5000, metrics_port=0)
+    worker = Worker(settings, connector=conn)
+    task = asyncio.create_task(worker.run())
+    try:
+        async def settled() -> bool:
+            return (await q.stats()).done == 10 and (await bad.stats()).delayed + (await bad.stats()).dead == 1
+        await wait_for(settled, within=20)
+        worker.metrics.sync_counters()
+        await worker.metrics.refresh(conn, [q.name, bad.name])
+        text = await asyncio.to_thread(_scrape, worker.metrics.url)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 20)
+    assert f'echomq_jobs{{queue="{q.name}",state="done"}} 10.0' in text
+    assert f'echomq_jobs_completed_total{{queue="{q.name}"}} 10.0' in text
+    assert f'echomq_jobs_retried_total{{queue="{bad.name}"}} 1.0' in text
+    assert f'echomq_handler_duration_seconds_count{{outcome="processed",queue="{q.name}"}} 10.0' in text
+    assert f'echomq_handler_duration_seconds_count{{outcome="failed",queue="{bad.name}"}} 1.0' in text
+    assert f'echomq_claim_to_start_seconds_count{{queue="{q.name}"}} 10.0' in text
+    assert f'echomq_workers{{queue="{q.name}"}} 1.0' in text
+    for family in ("echomq_jobs_handed_back_total", "echomq_jobs_reaped_total", "echomq_leases_lost_total",
+                   "echomq_leases_overdue", "echomq_oldest_pending_age_seconds"):
+        assert family in text
+    # Prometheus conventions: counters end in _total, durations in _seconds, no job id anywhere.
+    for line in text.splitlines():
+        if line.startswith("# TYPE echomq_"):
+            name, kind = line.split()[2:4]
+            assert kind != "counter" or name.endswith("_total"), line
+            assert kind != "histogram" or name.endswith("_seconds"), line
+    assert not any(i in text for i in ids) and not re.search(r"JOB[0-9A-Z]{26}", text)
