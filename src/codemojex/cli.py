@@ -12,17 +12,36 @@ import asyncio
 import contextlib
 import logging
 import sys
+from importlib import metadata
 
 import click
 from rich.console import Console
 
 from codemojex.datadir import DEFAULT_DIR
+from codemojex.errors import CodemojexError
 from echomq import connect_async
+from echomq.clikit import Group
 
 __all__ = ["main"]
 
 
-@click.group()
+class _Group(Group):
+    """One-line errors for the game's expected failures too (a PostgreSQL that refuses)."""
+
+    expected = (*Group.expected, CodemojexError)
+    expected_modules = (*Group.expected_modules, "psycopg.", "psycopg_pool")
+    lazy = {"bot": "codemojex.bot.cli:bot"}  # noqa: RUF012 (aiogram is slow to import)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("codemojex")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@click.group(cls=_Group, name="codemojex")
+@click.version_option(_version(), prog_name="codemojex")
 def main() -> None:
     """Codemojex, the emoji-guessing game on EchoMQ."""
 
@@ -73,11 +92,6 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
         click.echo(f"codemojex play: error: {exc}{kept}", err=True)
         sys.exit(2)
     sys.exit(0 if ok else 1)
-
-
-from codemojex.bot.cli import bot as _bot  # noqa: E402  (the subcommand lives with the bot)
-
-main.add_command(_bot)
 
 
 @main.command()

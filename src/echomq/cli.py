@@ -260,7 +260,7 @@ def server(port: int, data_dir: str | None) -> None:
     """Run an embedded Valkey on 127.0.0.1 for local use until Ctrl-C."""
     from echomq.server import serve_forever
 
-    serve_forever(port=port or None, data_dir=data_dir,
+    serve_forever(port=port or None, data_dir=data_dir, handle_signals=False,
                   ready=lambda url: click.echo(f"valkey on {url} (ECHOMQ_URL={url}); Ctrl-C stops it"))
 
 

