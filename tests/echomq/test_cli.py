@@ -52,7 +52,7 @@ def _one_line_failure(result: tuple[int, str, str, float], prog: str, words: str
     code, _, err, took = result
     lines = [line for line in err.splitlines() if line.strip()]
     assert code != 0 and "Traceback" not in err, err
-    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), err
+    assert len(lines) == 1 and lines[0].startswith(prog) and ": error: " in lines[0], err
     assert words in lines[0], lines[0]
     assert took < FEW_S, f"{took:.1f}s: {lines[0]}"
 

@@ -29,7 +29,8 @@ async def test_a_worker_serves_prometheus_metrics(conn: Any, qname: str) -> None
     task = asyncio.create_task(worker.run())
     try:
         async def settled() -> bool:
-            return (await q.stats()).done == 10 and (await bad.stats()).delayed + (await bad.stats()).dead == 1
+            failed = await bad.stats()
+            return (await q.stats()).done == 10 and failed.delayed + failed.dead == 1
         await wait_for(settled, within=20)
         worker.metrics.sync_counters()
         await worker.metrics.refresh(conn, [q.name, bad.name])
