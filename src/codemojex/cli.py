@@ -91,6 +91,10 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
                         f"codemojex play --data {data_dir} finishes it")
         click.echo(f"codemojex play: error: {exc}{kept}", err=True)
         sys.exit(2)
+    except KeyboardInterrupt:  # the servers were stopped on the way out; their data is kept
+        click.echo(f"codemojex play: interrupted; the game in flight is kept in {data_dir}: "
+                   f"codemojex play --data {data_dir} finishes it", err=True)
+        sys.exit(130)
     sys.exit(0 if ok else 1)
 
 

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
@@ -195,6 +196,15 @@ async def _readmit_next_open(services: Services, opts: PlayOptions, tally: Tally
             return
 
 
+async def _overdue_to_open(services: Services, tally: Tally, rid: str) -> bool:
+    """Round ``rid`` should be open by now: the round before it closed over 5 s ago."""
+    index = tally.round_ids.index(rid)
+    if index == 0:
+        return False
+    before = await get_round(services.pool, tally.round_ids[index - 1])
+    return before is not None and datetime.now(UTC) - before.closes_at > timedelta(seconds=5)
+
+
 async def play(services: Services, opts: PlayOptions, console: Console, *, data: DataDir | None = None,
                resume: dict[str, object] | None = None) -> tuple[App, Tally, PlayOptions]:
     """Run the game (or, with ``resume``, the recorded game in flight): players, rounds,
@@ -252,6 +262,10 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
             for rid in rids:
                 async def is_open(rid: str = rid) -> bool:
                     rnd = await get_round(services.pool, rid)
+                    if rnd is None and await _overdue_to_open(services, tally, rid):
+                        # Its open job is late: a failover may have lost it. Admit it again
+                        # (a DUPLICATE while the queue still holds it).
+                        await _readmit_next_open(services, opts, tally)
                     return rnd is not None and rnd.state == "open"
 
                 rnd = await get_round(services.pool, rid)
