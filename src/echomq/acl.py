@@ -1,0 +1,95 @@
+"""Least-privilege Valkey ACL users for EchoMQ: producers, workers and the dashboard.
+
+Each role gets only the commands it sends and the commands its Lua scripts run (the
+server checks both against the user), on the keys of its queues (``emq:{<queue>}:*``)
+and, for the roles whose scripts publish wake-ups, the queues' shard channels
+(``emq:{<queue>}:wake``). The commands inside the scripts are read from the scripts
+themselves (every ``redis.call('X'``), so the rules cannot drift from the Lua.
+
+==================== =================================================================
+role                 may
+==================== =================================================================
+producer             fence, admit and enqueue (``enqueue``, ``enqueue_many``,
+                     ``admit``, ``admit_many``), ``WAIT`` for durable admission
+worker               everything a consumer and ``echomq worker`` do: claim, heartbeat,
+                     complete, retry/defer, promote, reap, retention, its registration,
+                     the wake channel, the maintenance token (``SET``), ``INFO`` (the
+                     eviction-policy and memory checks), ``job()``
+dashboard            read every queue (``SCAN`` for the queues, stats, pages, job rows,
+                     lanes, counts, ``INFO``) and act: requeue, purge and cancel
+dashboard-readonly   the dashboard's reads only: every writing script is refused
+                     (``NOPERM``) by the server itself
+==================== =================================================================
+
+Every role may also ``HELLO``, ``PING``, ``CLIENT SETINFO`` (redis-py's connection
+handshake), ``EVALSHA`` and ``SCRIPT LOAD`` (a script is loaded on ``NOSCRIPT``), ``TIME``,
+and on a cluster ``CLUSTER SLOTS``, ``ASKING`` and ``READONLY``. Nothing else: no
+``KEYS``, ``FLUSHALL``, ``CONFIG``, ``DEBUG``, ``EVAL`` of arbitrary code, or keys outside
+the queues. ``EVALSHA`` can run any script already loaded on the server, but each
+command inside still passes the user's rules, which is what bounds a role.
+
+    from echomq.acl import setuser
+    admin.execute_command(*setuser("orders-producer", "s3cret", "producer", queues=["orders"]))
+    AsyncConnector.from_url("redis://orders-producer:s3cret@host:6379")
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import cache
+
+from echomq import keyspace
+from echomq.scripts import bundle
+
+__all__ = ["ROLES", "acl_rules", "script_commands", "setuser"]
+
+_CALL = re.compile(r"redis\.(?:p?call)\(\s*'([A-Za-z]+)'")
+
+# Sent by every role: the connection handshake, scripts, the server clock, cluster routing.
+_BASE = ("hello", "ping", "client|setinfo", "evalsha", "script|load", "time",
+         "cluster|slots", "asking", "readonly")
+
+# Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
+_PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
+    "producer": (("fence", "admit", "enqueue"), ("wait",), True),
+    "worker": (("fence", "claim", "complete", "complete_batch", "heartbeat", "retry", "promote",
+                "reap", "purge", "worker_beat", "stats", "pending_size"),
+               ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait"), True),
+    "dashboard": (("fence", "stats", "browse", "info", "pending_size", "requeue", "purge", "cancel"),
+                  ("scan", "zrange", "zcount", "zcard", "zscore", "hlen", "hgetall", "info", "role"),
+                  True),
+    "dashboard-readonly": (("stats", "browse", "info", "pending_size"),
+                           ("scan", "zrange", "zcount", "zcard", "zscore", "hlen", "hgetall", "info",
+                            "role"), False),
+}
+ROLES = tuple(_PLAN)
+
+
+@cache
+def script_commands(name: str) -> frozenset[str]:
+    """The commands the script ``name`` (includes expanded) runs, lower case."""
+    return frozenset(c.lower() for c in _CALL.findall(bundle()[name].source))
+
+
+def acl_rules(role: str, queues: Iterable[str] | None = None) -> list[str]:
+    """The ``ACL SETUSER`` rules of ``role``, for ``queues`` (None: every queue)."""
+    if role not in _PLAN:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    scripts, plain, publishes = _PLAN[role]
+    commands = set(_BASE) | set(plain)
+    for script in scripts:
+        commands |= script_commands(script)
+    names = None if queues is None else [keyspace.check_queue(q) for q in queues]
+    keys = ["~emq:*"] if names is None else [f"~emq:{{{q}}}:*" for q in names]
+    channels: list[str] = []
+    if publishes or "ssubscribe" in commands:
+        channels = ["&emq:*"] if names is None else [f"&emq:{{{q}}}:wake" for q in names]
+    return ["reset", "-@all", *(f"+{c}" for c in sorted(commands)), *keys, *channels]
+
+
+def setuser(user: str, password: str, role: str, queues: Sequence[str] | None = None) -> list[str]:
+    """The whole ``ACL SETUSER`` command (arguments) for ``user`` with ``role``, enabled."""
+    if not user or " " in user or not password:
+        raise ValueError("a user name without spaces and a non-empty password are required")
+    return ["ACL", "SETUSER", user, *acl_rules(role, queues), "on", f">{password}"]
