@@ -48,7 +48,7 @@ def browser() -> Iterator[Any]:
 def served(app: web.Application) -> Iterator[str]:
     """Serve ``app`` on a free loopback port from a thread of its own; yields its base URL."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
+    runner = web.AppRunner(app, shutdown_timeout=2.0)  # the browser's keep-alive must not hold teardown
     ready = threading.Event()
     box: dict[str, Any] = {}
 

@@ -259,4 +259,5 @@ def serve(url: str, *, host: str = "127.0.0.1", port: int = 8700, options: Dashb
                  + (" (read-only)" if not app[STATE].may_act() else ""))
 
     app.on_startup.append(say)
-    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+    # Pages answer in milliseconds: 2 s is plenty for in-flight requests at Ctrl-C.
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True, shutdown_timeout=2.0)

@@ -205,9 +205,9 @@ async def queue_page(request: web.Request) -> web.Response:
 
 
 def _pager(name: str, where: str, page: int, pages: int) -> str:
-    prev = (f'<a href="{esc(_qurl(name, state=where, page=page - 1))}" rel="prev">← newer</a>'
+    prev = (f'<a href="{esc(_qurl(name, state=where, page=page - 1))}" rel="prev">← previous</a>'
             if page > 1 else "")
-    nxt = (f'<a href="{esc(_qurl(name, state=where, page=page + 1))}" rel="next">older →</a>'
+    nxt = (f'<a href="{esc(_qurl(name, state=where, page=page + 1))}" rel="next">next →</a>'
            if page < pages else "")
     return f'<span class="pager">{prev} page {page} of {pages} {nxt}</span>'
 
