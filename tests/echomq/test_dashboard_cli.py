@@ -39,24 +39,24 @@ def test_bad_options_are_one_line_each(valkey_url: str) -> None:
 
 def test_it_serves_then_stops_on_sigint(valkey_url: str) -> None:
     port = free_port()
-    proc = subprocess.Popen([*CMD, "--url", valkey_url, "--port", str(port), "--read-only"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
-                    assert resp.status == 200 and "read-only" in resp.read().decode()
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "the dashboard did not answer within 60 s"
-                time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        assert f"EchoMQ dashboard on http://127.0.0.1:{port}/" in out and "(read-only)" in out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with subprocess.Popen([*CMD, "--url", valkey_url, "--port", str(port), "--read-only"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
+                        assert resp.status == 200 and "read-only" in resp.read().decode()
+                        break
+                except (urllib.error.URLError, ConnectionError):
+                    assert proc.poll() is None, proc.communicate()
+                    assert time.monotonic() < deadline, "the dashboard did not answer within 60 s"
+                    time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err
+            assert f"EchoMQ dashboard on http://127.0.0.1:{port}/" in out and "(read-only)" in out
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
