@@ -123,9 +123,9 @@ def test_search_by_id_opens_the_job_and_a_miss_says_so(page: Any, site: str,
     page.click("form.search button")
     page.wait_for_url(re.compile(rf".*/jobs/{jobs['dead'][0]}$"))
     page.goto(f"{site}/queues/{Q}")
-    page.fill("form.search input[name=id]", "JOB0000000000000000000000000")
+    page.fill("form.search input[name=id]", "JOB00000000000000000000000000")
     page.click("form.search button")
-    assert "No job JOB0000000000000000000000000" in page.inner_text(".flash.err")
+    assert "No job JOB00000000000000000000000000" in page.inner_text(".flash.err")
 
 
 def test_job_page_shows_error_traceback_and_pretty_json(page: Any, site: str,
@@ -237,6 +237,19 @@ def test_read_only_mode_refuses_even_with_the_token(chromium: Any, server: Embed
         assert p.locator("input[name=id][type=checkbox]").count() == 0
         ctx.close()
         assert counts(server.url, Q) == before
+
+
+def test_bad_requests_are_4xx_pages_not_tracebacks(site: str) -> None:
+    for path, status in ((f"/queues/{Q}?state=nope", 400), (f"/queues/{Q}?page=x", 400),
+                         (f"/queues/{Q}/jobs/not-an-id", 400), ("/queues/no-such-queue", 404),
+                         (f"/queues/{Q}/jobs/JOB00000000000000000000000000", 404)):
+        try:
+            with urllib.request.urlopen(site + path, timeout=10) as resp:
+                got = resp.status
+        except urllib.error.HTTPError as exc:
+            got = exc.code
+            assert "Traceback" not in exc.read().decode()
+        assert got == status, path
 
 
 def test_metrics_endpoint_exposes_depth_by_state(site: str) -> None:

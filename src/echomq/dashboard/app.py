@@ -180,9 +180,13 @@ async def logout(request: web.Request) -> web.Response:
 
 @web.middleware
 async def _unavailable(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A server that cannot be reached (or refuses) is a 503 page with one line, not a traceback."""
+    """A server that cannot be reached (or refuses) is a 503 page with one line, a bad
+    argument a 400 page, never a traceback."""
     try:
         return await handler(request)
+    except ValueError as exc:  # an argument out of range (a page past the last, a bad id)
+        return state(request).html(request, "Bad request", f'<h1>Bad request</h1><p class="flash err">'
+                                   f"{esc(exc)}</p>", status=400)
     except (EchoMQError, RedisError) as exc:
         st = state(request)
         body = (f'<h1>Server unavailable</h1><p class="flash err" role="alert">{esc(type(exc).__name__)}: '
