@@ -239,17 +239,20 @@ def test_read_only_mode_refuses_even_with_the_token(chromium: Any, server: Embed
         assert counts(server.url, Q) == before
 
 
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
 def test_bad_requests_are_4xx_pages_not_tracebacks(site: str) -> None:
     for path, status in ((f"/queues/{Q}?state=nope", 400), (f"/queues/{Q}?page=x", 400),
                          (f"/queues/{Q}/jobs/not-an-id", 400), ("/queues/no-such-queue", 404),
                          (f"/queues/{Q}/jobs/JOB00000000000000000000000000", 404)):
-        try:
-            with urllib.request.urlopen(site + path, timeout=10) as resp:
-                got = resp.status
-        except urllib.error.HTTPError as exc:
-            got = exc.code
-            assert "Traceback" not in exc.read().decode()
-        assert got == status, path
+        got, text = _get(site + path)
+        assert got == status and "Traceback" not in text, path
 
 
 def test_metrics_endpoint_exposes_depth_by_state(site: str) -> None:
