@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its dev tools, once per change of pyproject.toml.
+# Create .venv and install both distributions (echomq with its dev tools, and codemojex from
+# packages/codemojex) editable, once per change of either pyproject.toml.
 # Sourced by scripts/test.sh and scripts/play.sh; safe to run on a machine with nothing installed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -8,10 +9,10 @@ py="${PYTHON:-python3}"
 if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
 fi
-stamp="$venv/.installed-$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
+stamp="$venv/.installed-$(cat "$root/pyproject.toml" "$root/packages/codemojex/pyproject.toml" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     "$venv/bin/python" -m pip install --quiet --upgrade pip
-    "$venv/bin/python" -m pip install --quiet -e "$root[dev]"
+    "$venv/bin/python" -m pip install --quiet -e "$root[dev]" -e "$root/packages/codemojex"
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi

