@@ -150,6 +150,8 @@ class Consumer:
         self._threads: HandlerThreads | None = None
         self._stopping = asyncio.Event()
         self._hurry = False
+        # Called after an outcome is written, with its wall-clock start and end (tracing).
+        self.after_finish: Callable[[Lease, Outcome, float, float], None] | None = None
         self._beats = 0
         self._closed = False
         self._episodes = Episodes(self.name, log)
@@ -343,7 +345,10 @@ class Consumer:
         # lease lost (complete may already have cleared it) nor cancel the write.
         self._finishing.add(lease.id)
         try:
+            began = time.time()
             await self._finish(lease, outcome)
+            if self.after_finish is not None:
+                self.after_finish(lease, outcome, began, time.time())
         except Exception as exc:
             self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
             if self._fatal is None:

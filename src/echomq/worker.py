@@ -68,6 +68,8 @@ class WorkerSettings:
     registry_ttl_s: float = 10.0
     metrics_port: int | None = None  # a Prometheus endpoint on 127.0.0.1 (0: any free port)
     metrics_host: str = "127.0.0.1"
+    tracing: bool = False  # OpenTelemetry spans per job (the tracing extra; echomq.tracing)
+    tracer_provider: Any = None  # None: the global provider
     on_startup: Hook | None = None
     on_shutdown: Hook | None = None
     allow_eviction: bool = False  # run even if the server's maxmemory-policy could evict jobs
@@ -138,6 +140,16 @@ def load_target(target: str) -> Any:
         except AttributeError:
             raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
     return obj
+
+
+def _as_async(handler: Any) -> Any:
+    """An async handler as is; a blocking one run in a thread (for a wrapper that awaits)."""
+    if _is_async(handler):
+        return handler
+
+    async def run(lease: Lease) -> Outcome:
+        return await asyncio.to_thread(handler, lease)
+    return run
 
 
 def _is_async(handler: Any) -> bool:
@@ -248,8 +260,17 @@ class Worker:
         for queue, handler in s.handlers.items():
             q = AsyncQueue(connector, queue, options=s.queue_options)
             await q.fence()  # the queue exists (and speaks our protocol) from the start
-            self.consumers[queue] = Consumer(q, self._wrap(queue, handler), options=opts,
-                                             name=f"{self.name}/{queue}")
+            wrapped = self._wrap(queue, handler)
+            tracer = None
+            if s.tracing:
+                from echomq.tracing import JobTracer
+
+                tracer = JobTracer(q, lease_ms=s.lease_ms, clock_offset_ms=self._clock_offset_ms,
+                                   tracer_provider=s.tracer_provider)
+                wrapped = tracer.wrap(_as_async(wrapped), True)
+            self.consumers[queue] = Consumer(q, wrapped, options=opts, name=f"{self.name}/{queue}")
+            if tracer is not None:
+                self.consumers[queue].after_finish = tracer.finished
         if s.metrics_port is not None:
             from echomq.metrics import WorkerMetrics
 
