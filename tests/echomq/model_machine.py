@@ -265,6 +265,35 @@ class QueueMachine(RuleBasedStateMachine):
             if not self._claim(1, SHORT) or self._reap()[1]:
                 return
 
+    def _claim_exactly(self, jid: str, lease_ms: int) -> list[Lease]:
+        """Claim one named job through the settle path (the claim re-checks it)."""
+        expect = self.ref.claim([jid], 1)
+        t0 = self.now()
+        _, got, peeked = self.q.settle([], count=1, lease_ms=lease_ms, candidates=[jid.encode()],
+                                       window=1)
+        t1 = self.now()
+        assert [x.id for x in got] == expect
+        assert [p.decode() for p in peeked] == self.ref.pending_order()[:1]
+        self._adopt(got, lease_ms, t0, t1)
+        return got
+
+    @op(2, when=lambda self: self.live() < CAP, limit=st.sampled_from([1, 3]),
+        via=st.sampled_from(["retry", "reap"]))
+    def own_limit(self, limit: int, via: str) -> None:
+        """A job with its own attempt limit (not the queue's) fails until it is dead: by
+        retry, or by its leases expiring and reap; it dies at exactly its own limit."""
+        jid = generate("JOB")
+        assert self.q.admit(jid, jid.encode(), max_attempts=limit) is Verdict.ENQUEUED
+        self.ref.admit(jid, jid.encode(), max_attempts=limit)
+        for _ in range(limit):
+            assert self.ref.jobs[jid].state == "pending"
+            (lease,) = self._claim_exactly(jid, LONG if via == "retry" else SHORT)
+            if via == "retry":
+                self._retry(lease, True, 0)
+            else:
+                self._reap()
+        assert self.ref.jobs[jid].state == "dead"
+
     @op(2, when=lambda self: self.leases, data=st.data(), short=st.booleans())
     def heartbeat(self, data: st.DataObject, short: bool) -> None:
         lease = self.pick(data)
@@ -296,7 +325,7 @@ class QueueMachine(RuleBasedStateMachine):
         else:
             assert self.q.defer(lease, delay_ms=0) is RetryOutcome.STALE
 
-    @op(3, when=lambda self: any(j.state == "active" and not j.expired
+    @op(4, when=lambda self: any(j.state == "active" and not j.expired
                                  for j in self.ref.jobs.values()),
         data=st.data(), calls=st.permutations(CALLS), older=st.booleans())
     def forged_token(self, data: st.DataObject, calls: list[str], older: bool) -> None:
@@ -312,7 +341,7 @@ class QueueMachine(RuleBasedStateMachine):
         for call in calls:
             self._refused(lease, call)
 
-    @op(3, when=lambda self: any(j.state == "active" and j.expired for j in self.ref.jobs.values()),
+    @op(4, when=lambda self: any(j.state == "active" and j.expired for j in self.ref.jobs.values()),
         data=st.data(), calls=st.permutations(CALLS))
     def late_finish(self, data: st.DataObject, calls: list[str]) -> None:
         """The worker whose lease expired (paused, slow) comes back before any reap: its own
