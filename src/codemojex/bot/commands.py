@@ -153,4 +153,6 @@ class CommandWorker:
             return (replies.KIND_REPLY, replies.insufficient(coins, rnd.guess_price), rnd.id)
         if out is Reason.NO_ROUND:
             return (replies.KIND_REPLY, replies.NO_ROUND, "")
+        if out is Reason.UNAVAILABLE:  # PostgreSQL out past the retry bound: nothing decided
+            return (replies.KIND_REPLY, replies.UNAVAILABLE, rnd.id)
         return (replies.KIND_REPLY, replies.CLOSED, rnd.id)

@@ -96,6 +96,7 @@ def insufficient(balance: int, price: int) -> str:
 
 NOT_REGISTERED = "Send /start first to join the game and get your starting coins."
 CLOSED = "⌛ That round has closed. /round shows the next one."
+UNAVAILABLE = "⚠️ The game could not take your guess just now; nothing was charged. Please send it again."
 
 
 def balance_text(balance: int) -> str:
