@@ -50,20 +50,20 @@ class Mutant:
 
 
 def _guard(script: str, what: str, old: str) -> Mutant:
-    """One clause of a fence line (``if row[1] ~= 'active' or ... then return 0``) removed."""
+    """One fence line (``if row[2] ~= ARGV[2] then return 0 end``) removed."""
     return Mutant(f"{script}: no {what} check", f"{script}.lua", old, "", f"{what} check removed")
 
 
 MUTANTS: list[Mutant] = [
     *(m for s, d in (("heartbeat", "current"), ("complete", "deadline"), ("retry", "current"))
       for m in (
-          _guard(s, "attempt token", "or row[2] ~= ARGV[2] "),
-          _guard(s, "lease deadline", f" or tonumber({d}) < now"),
+          _guard(s, "attempt token", "if row[2] ~= ARGV[2] then return 0 end"),
+          _guard(s, "lease deadline", f"if tonumber({d}) < now then return 0 end"),
       )),
     Mutant("complete_batch: no attempt token check", "complete_batch.lua",
-           "or row[2] ~= attempt ", "", "attempt token check removed"),
+           "live = live and row[2] == attempt", "", "attempt token check removed"),
     Mutant("complete_batch: no lease deadline check", "complete_batch.lua",
-           " or tonumber(deadline) < now", "", "deadline check removed"),
+           "live = live and tonumber(deadline) >= now", "", "deadline check removed"),
     Mutant("reap: reaps live leases", "reap.lua",
            "if deadline and tonumber(deadline) <= now then", "if deadline then",
            "lease expiry check removed"),

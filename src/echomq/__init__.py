@@ -18,15 +18,20 @@ from echomq._sync.memory import memory_status
 from echomq._sync.queue import Queue
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import (
+    BackPressure,
     EchoMQError,
+    InvalidArgument,
     InvalidJobId,
+    InvalidPayload,
     InvalidQueueName,
     NotDurable,
     PayloadTooLarge,
     ProtocolVersionError,
     QueueNotFound,
     ScriptContractError,
+    ServerBusy,
     ServerError,
+    ServerFull,
     ServerUnavailable,
 )
 from echomq.ids import generate, valid
@@ -43,6 +48,7 @@ from echomq.model import (
     Verdict,
 )
 from echomq.outcomes import Ack, Backoff, Defer
+from echomq.protocol import Bulk
 from echomq.supervisor import Supervisor
 
 __all__ = [
@@ -51,7 +57,9 @@ __all__ = [
     "AsyncClusterConnector",
     "AsyncConnector",
     "AsyncQueue",
+    "BackPressure",
     "Backoff",
+    "Bulk",
     "ClusterConnector",
     "Completion",
     "Connector",
@@ -59,7 +67,9 @@ __all__ = [
     "ConsumerOptions",
     "Defer",
     "EchoMQError",
+    "InvalidArgument",
     "InvalidJobId",
+    "InvalidPayload",
     "InvalidQueueName",
     "JobView",
     "Lease",
@@ -72,7 +82,9 @@ __all__ = [
     "QueueOptions",
     "RetryOutcome",
     "ScriptContractError",
+    "ServerBusy",
     "ServerError",
+    "ServerFull",
     "ServerUnavailable",
     "Stats",
     "Supervisor",

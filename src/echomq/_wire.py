@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -237,32 +238,39 @@ class AsyncWire:
                 await io[1].wait_closed()
 
 
-class SyncWire:
-    """One dedicated blocking socket; calls are serialized by the caller (not thread-safe)."""
+class _SyncConn:
+    """One blocking socket with its reply parser; used by one thread at a time."""
 
     def __init__(self, target: _Target) -> None:
         self.target = target
-        self._sock: socket.socket | None = None
-        self._parser = hiredis.Reader(replyError=_parse_error)
+        self.sock = self._connect()
 
     def _connect(self) -> socket.socket:
         t = self.target
         if t.path is not None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(t.timeout)
-            sock.connect(t.path)
+            try:
+                sock.connect(t.path)
+            except BaseException:
+                sock.close()
+                raise
         else:
             sock = socket.create_connection((t.host or "localhost", t.port), timeout=t.timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._parser = hiredis.Reader(replyError=_parse_error)
+        self.parser = hiredis.Reader(replyError=_parse_error)
         hello = t.hello()
         if hello:
-            sock.sendall(b"".join(hello))
-            _check_hello(self._parser, self._read(sock, len(hello)))
+            try:
+                sock.sendall(b"".join(hello))
+                _check_hello(self.parser, self._read(sock, len(hello)))
+            except BaseException:
+                sock.close()
+                raise
         return sock
 
     def _read(self, sock: socket.socket, count: int) -> list[Any]:
-        parser = self._parser
+        parser = self.parser
         out: list[Any] = []
         while len(out) < count:
             reply = parser.gets()
@@ -275,36 +283,69 @@ class SyncWire:
                 out.append(reply)
         return out
 
-    def run(self, flushes: Iterable[tuple[bytes, int]]) -> list[Any]:
-        """Send ``(buffer, number of calls)`` flushes, two in flight; all replies in order."""
-        answered: list[Any] = []
-        try:
-            if self._sock is None:
-                self._sock = self._connect()
-            sock = self._sock
-            it = iter(flushes)
+    def run(self, flushes: Iterable[tuple[bytes, int]], answered: list[Any]) -> None:
+        sock = self.sock
+        it = iter(flushes)
+        ahead = next(it, None)
+        if ahead is not None:
+            sock.sendall(ahead[0])
+        while ahead is not None:
+            count = ahead[1]
             ahead = next(it, None)
             if ahead is not None:
                 sock.sendall(ahead[0])
-            while ahead is not None:
-                count = ahead[1]
-                ahead = next(it, None)
-                if ahead is not None:
-                    sock.sendall(ahead[0])
-                answered += self._read(sock, count)
+            answered += self._read(sock, count)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+class SyncWire:
+    """Blocking sockets for bulk calls, safe to share between threads: each call takes an
+    idle connection (or opens one) and gives it back when its replies are all read, so
+    concurrent callers never interleave on one socket."""
+
+    def __init__(self, target: _Target) -> None:
+        self.target = target
+        self._lock = threading.Lock()
+        self._idle: list[_SyncConn] = []
+        self._epoch = 0  # bumped by close(): connections of an older epoch are not kept
+
+    def run(self, flushes: Iterable[tuple[bytes, int]]) -> list[Any]:
+        """Send ``(buffer, number of calls)`` flushes, two in flight; all replies in order."""
+        answered: list[Any] = []
+        conn: _SyncConn | None = None
+        with self._lock:
+            epoch = self._epoch
+            if self._idle:
+                conn = self._idle.pop()
+        try:
+            if conn is None:
+                conn = _SyncConn(self.target)
+            conn.run(flushes, answered)
         except _BROKEN as exc:
-            self.close()
+            if conn is not None:
+                conn.close()
             kind = WireTimeout if isinstance(exc, TimeoutError) else WireError
             raise kind(f"wire connection failed: {exc!r}", answered) from exc
         except BaseException:
-            self.close()
+            if conn is not None:
+                conn.close()  # misused mid-exchange: replies out of step
             raise
+        with self._lock:
+            if epoch == self._epoch:
+                self._idle.append(conn)
+                conn = None
+        if conn is not None:
+            conn.close()
         return answered
 
     def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._epoch += 1
+        for conn in idle:
+            conn.close()
 
     aclose = close

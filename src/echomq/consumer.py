@@ -25,6 +25,10 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   task's exception goes unobserved.
 * At start it refuses a server whose ``maxmemory-policy`` could evict jobs
   (:mod:`echomq.eviction`), unless ``allow_eviction=True`` (then it warns).
+* A queue recorded under another major protocol version (every script checks it) stops
+  the consumer: :meth:`run` logs one error line and raises ProtocolVersionError (a
+  ConfigurationError). Nothing
+  is written before the first flush has passed the fence (maintenance waits for it).
 * :meth:`stop` stops claiming, lets running handlers finish within the grace
   period, then cancels them and hands their jobs back at once (``defer`` with no
   delay, fenced by the attempt: pending again, no failure counted) instead of
@@ -48,7 +52,8 @@ from typing import Any
 from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.queue import AsyncQueue
 from echomq._threads import HandlerThreads
-from echomq.errors import ConfigurationError
+from echomq.bounds import MAX_BEAT_MS, MAX_COUNT, MAX_LEASE_MS, check_int
+from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
 from echomq.model import Completion, Lease
@@ -86,10 +91,14 @@ class ConsumerOptions:
     allow_eviction: bool = False
 
     def __post_init__(self) -> None:
-        if self.beat_ms < 1 or self.concurrency < 1:
-            raise ValueError("beat_ms and concurrency must be >= 1")
+        check_int("beat_ms", self.beat_ms, 1, MAX_BEAT_MS)
+        check_int("lease_ms", self.lease_ms, 1, MAX_LEASE_MS)
+        check_int("concurrency", self.concurrency, 1, MAX_COUNT)
+        check_int("trim_every", self.trim_every, 1, 1_000_000)
         if self.lease_ms < 3 * self.beat_ms:
-            raise ValueError("lease_ms must be at least three beats")
+            raise InvalidArgument("lease_ms must be at least three beats")
+        if not isinstance(self.grace_s, int | float) or not 0 <= self.grace_s <= 86_400:
+            raise InvalidArgument("grace_s must be a number of seconds in 0..86400")
 
 
 @dataclass(slots=True)
@@ -155,6 +164,7 @@ class Consumer:
         self._beats = 0
         self._closed = False
         self._episodes = Episodes(self.name, log)
+        self._fenced = asyncio.Event()  # the first flush passed the version fence
         self._fatal: ConfigurationError | None = None
         self._full = False  # the server refuses the upkeep token's SET for memory (OOM)
 
@@ -234,6 +244,7 @@ class Consumer:
                     candidates=cands, window=window)
                 fresh = True
                 self._episodes.answered()
+                self._fenced.set()
             except Exception as exc:
                 for _, _, fut in acks:
                     if not fut.done():
@@ -276,9 +287,13 @@ class Consumer:
             self.stats.refusals = dict(self._episodes.by_code)
             return delay
         if refusal.kind is Kind.CONFIGURATION and self._fatal is None:
-            self._fatal = ConfigurationError(f"consumer {self.name} stopped: {refusal.line()}")
-            self._fatal.__cause__ = exc
-            log.error("%s", self._fatal)
+            if isinstance(exc, ProtocolVersionError):  # the typed error itself, touching nothing
+                self._fatal = exc
+                log.error("consumer %s stopped: %s (%s)", self.name, exc, refusal.detail)
+            else:
+                self._fatal = ConfigurationError(f"consumer {self.name} stopped: {refusal.line()}")
+                self._fatal.__cause__ = exc
+                log.error("%s", self._fatal)
             self.stop()
         return None
 
@@ -458,6 +473,7 @@ class Consumer:
     async def _maintain(self) -> None:
         o, q = self.options, self.queue
         token = f"{self.name}:{id(self)}"
+        await self._fenced.wait()  # no maintenance token on a queue of another version
         while not self._closed:
             await asyncio.sleep(o.beat_ms / 1000)
             try:

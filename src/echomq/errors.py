@@ -1,15 +1,20 @@
 """The one exception root of EchoMQ.
 
 Expected outcomes (a duplicate, a stale attempt, a lost lease) are return
-values, never exceptions. Exceptions are for misuse and for failures::
+values, never exceptions. Exceptions are for misuse and for failures, and no
+exception of the client library (``redis``) ever reaches a caller: the
+connectors translate them at one edge (:mod:`echomq._edge`), and the error
+replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES`)::
 
     EchoMQError
-    ├── InvalidQueueName        a queue name that would break or change the hash tag
-    ├── InvalidJobId            not a branded id (or not the kind a call needs)
-    ├── PayloadTooLarge         a payload over the configured limit
-    ├── ScriptContractError     a Lua file without a valid contract header, or a key-count mismatch
-    ├── ProtocolVersionError    the queue was written by an incompatible protocol version
-    ├── ServerError             the server answered an error a script did not expect
+    ├── InvalidArgument         (ValueError) a value outside its documented range; nothing sent
+    │   ├── InvalidQueueName    a queue name that would break or change the hash tag
+    │   ├── InvalidJobId        not a branded id (or not the kind a call needs)
+    │   └── InvalidPayload      (also TypeError) a payload that is not bytes
+    │       └── PayloadTooLarge a payload over the configured limit
+    ├── ScriptContractError     a Lua file without a valid contract header, or a call whose
+    │                           KEYS do not line up with its ARGV (EMQKEYS)
+    ├── ServerError             the server answered an error no script contract lists
     │   └── BackPressure        the server refuses work for now; nothing was written
     │       ├── ServerBusy      BUSY: a script or module holds the server
     │       └── ServerFull      OOM: maxmemory reached under noeviction
@@ -17,6 +22,7 @@ values, never exceptions. Exceptions are for misuse and for failures::
     ├── QueueNotFound           an operator command named a queue the server has never seen
     ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
     └── ConfigurationError      the server refuses this client until a person fixes its setup
+        └── ProtocolVersionError the queue was written by an incompatible protocol version
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ __all__ = [
     "BackPressure",
     "ConfigurationError",
     "EchoMQError",
+    "InvalidArgument",
     "InvalidJobId",
+    "InvalidPayload",
     "InvalidQueueName",
     "NotDurable",
     "PayloadTooLarge",
@@ -43,15 +51,27 @@ class EchoMQError(Exception):
     """Root of every error EchoMQ raises on purpose."""
 
 
-class InvalidQueueName(EchoMQError, ValueError):
+class InvalidArgument(EchoMQError, ValueError):
+    """An argument outside its documented range (``echomq.protocol`` lists the ranges).
+
+    Raised before any I/O. The same class answers an ``EMQARG`` reply, the server-side
+    check of the same ranges, which also writes nothing.
+    """
+
+
+class InvalidQueueName(InvalidArgument):
     """A queue name that is empty, too long, or holds braces or control characters."""
 
 
-class InvalidJobId(EchoMQError, ValueError):
+class InvalidJobId(InvalidArgument):
     """An id that is not a valid branded id."""
 
 
-class PayloadTooLarge(EchoMQError, ValueError):
+class InvalidPayload(InvalidArgument, TypeError):
+    """A payload that is not ``bytes`` (``bytearray`` and ``memoryview`` are copied)."""
+
+
+class PayloadTooLarge(InvalidPayload):
     """A payload longer than the queue's configured limit; nothing was written."""
 
 
@@ -59,8 +79,18 @@ class ScriptContractError(EchoMQError):
     """A Lua script whose contract header is missing or malformed, or a call with the wrong keys."""
 
 
-class ProtocolVersionError(EchoMQError):
-    """The keyspace of a queue records a protocol version this client cannot speak."""
+class ConfigurationError(EchoMQError):
+    """The server refuses this client for a reason waiting cannot fix: credentials
+    (``WRONGPASS``, ``NOAUTH``), ACL permissions (``NOPERM``), the protocol version fence.
+    A consumer stops with it; its one-line message names the fix (:mod:`echomq.replies`)."""
+
+
+class ProtocolVersionError(ConfigurationError):
+    """The keyspace of a queue records a protocol version this client cannot speak.
+
+    Every script checks it before anything else (docs/decisions/0009), so the refused
+    call changed nothing.
+    """
 
 
 class ServerError(EchoMQError):
@@ -96,9 +126,3 @@ class NotDurable(EchoMQError):
 
 class QueueNotFound(EchoMQError, LookupError):
     """An inspection named a queue that has no keys on the server (a mistyped name)."""
-
-
-class ConfigurationError(EchoMQError):
-    """The server refuses this client for a reason waiting cannot fix: credentials
-    (``WRONGPASS``, ``NOAUTH``), ACL permissions (``NOPERM``), the protocol version fence.
-    A consumer stops with it; its one-line message names the fix (:mod:`echomq.replies`)."""

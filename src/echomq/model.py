@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from echomq.errors import EchoMQError, ServerError
+from echomq.bounds import MAX_ATTEMPTS, MAX_KEEP_MS, MAX_PAGE, check_int
 
 __all__ = [
     "PROTOCOL",
@@ -16,7 +16,6 @@ __all__ = [
     "RetryOutcome",
     "Stats",
     "Verdict",
-    "decode_verdict",
 ]
 
 PROTOCOL = "echomq:3.0.0"
@@ -93,7 +92,11 @@ class QueueOptions:
     * ``keep_done_ms``: finished rows are kept one hour, so an id keeps refusing
       duplicates for an hour after its job completed; 0 deletes at completion.
     * ``keep_dead_ms``: dead rows are kept seven days for inspection and requeue.
-    * ``max_attempts``: a job that fails (or loses its lease) this many times is dead.
+    * ``max_attempts``: a job that fails (or loses its lease) this many times is dead
+      (1..10,000).
+    * Ranges: ``keep_*_ms`` 0..366 days, ``reap_batch`` 1..10,000; outside them
+      :class:`~echomq.errors.InvalidArgument`. There is no switch for the protocol
+      version fence: every script checks it (docs/decisions/0009).
     * ``batch``: enqueue_many sends at most this many items per flush, and promote,
       reap and purge handle at most this many jobs per script call, so no call holds
       the server for more than a few milliseconds.
@@ -112,32 +115,17 @@ class QueueOptions:
     max_attempts: int = 5
     batch: int = 1000
     reap_batch: int = 100
-    fence: bool = True
     durable_replicas: int = 0
     durable_timeout_ms: int = 500
 
     def __post_init__(self) -> None:
-        if self.durable_replicas < 0 or self.durable_timeout_ms < 1:
-            raise ValueError("durable_replicas must be >= 0 and durable_timeout_ms >= 1 "
-                             "(WAIT with timeout 0 would block forever)")
-        for name in ("max_payload", "max_attempts", "batch", "reap_batch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        for name in ("keep_done_ms", "keep_dead_ms"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
-
-
-def decode_verdict(reply: object) -> Verdict | EchoMQError:
-    """Map one reply of enqueue/admit to its verdict; the same decoder runs on pipelines."""
-    if isinstance(reply, EchoMQError):  # raised on the client's side (NotDurable)
-        return reply
-    if reply == 1:
-        return Verdict.ENQUEUED
-    if reply == 0:
-        return Verdict.DUPLICATE
-    if isinstance(reply, Exception) and str(reply).startswith("EMQKIND"):
-        return Verdict.KIND
-    return ServerError(f"unexpected admission reply: {reply!r}")
-
+        # WAIT with timeout 0 would block forever, hence durable_timeout_ms >= 1.
+        check_int("durable_replicas", self.durable_replicas, 0, 64)
+        check_int("durable_timeout_ms", self.durable_timeout_ms, 1, 60_000)
+        check_int("max_payload", self.max_payload, 1, 512 * 1024 * 1024)
+        check_int("max_attempts", self.max_attempts, 1, MAX_ATTEMPTS)
+        check_int("batch", self.batch, 1, 100_000)
+        check_int("reap_batch", self.reap_batch, 1, MAX_PAGE)
+        check_int("keep_done_ms", self.keep_done_ms, 0, MAX_KEEP_MS)
+        check_int("keep_dead_ms", self.keep_dead_ms, 0, MAX_KEEP_MS)
 

@@ -82,7 +82,8 @@ class Registration:
         self._stop = asyncio.Event()
 
     def _keys(self, queue: str) -> list[str]:
-        return [keyspace.queue_key(queue, "workers"), keyspace.queue_key(queue, "workers:about")]
+        return [keyspace.queue_key(queue, "workers"), keyspace.queue_key(queue, "workers:about"),
+                keyspace.queue_key(queue, "meta")]
 
     async def beat(self) -> None:
         """Register (or refresh) on every queue once."""

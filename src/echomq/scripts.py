@@ -9,7 +9,7 @@ Every file opens with its contract, which this loader parses and enforces::
     -- KEYS[6..] <name>: ...        optional variadic tail (the last KEYS line)
     -- ARGV[1] <name>: ...          likewise
     -- RETURNS: ...
-    -- ERRORS: ...
+    -- ERRORS: ...                  (a field may continue on lines indented '--   ')
     -- @include <helper>            pasted from lua/include/<helper>.lua
 
 The flags of the ``#!lua`` line are the server's: ``no-writes`` for a read, and
@@ -22,6 +22,15 @@ A file without the ``#!lua`` line, a name that differs from the file, gaps in
 the numbering, or a missing RETURNS or ERRORS line is refused with
 :class:`ScriptContractError`. :meth:`Script.check` refuses a call whose key
 count does not fit the contract, before anything reaches the server.
+
+What the server enforces, and what it does not (Valkey 7.0+; 8.1 checked): the
+``#!lua`` shebang makes the server refuse a write in a ``no-writes`` script and a
+script run while out of memory (unless ``allow-oom``), and a cluster refuses a call
+whose keys span slots. It does **not** refuse access to a key missing from KEYS.
+Declared keys are this project's rule, enforced here instead: every script checks
+the shape of its KEYS against ARGV before touching anything (``EMQKEYS``), and
+tests/echomq/test_declared_keys.py runs every script with each ``redis.call``
+checked against KEYS.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from functools import cache
 from importlib import resources
 
 from echomq.errors import ScriptContractError
+from echomq.model import PROTOCOL
 
 __all__ = ["FLAGS", "Script", "bundle", "load", "parse", "protocol_table"]
 
@@ -91,7 +101,7 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
     """Parse and check one script's contract header; expand its includes."""
     lines = text.splitlines()
     if not lines or not (lines[0] == "#!lua" or lines[0].startswith("#!lua ")):
-        raise ScriptContractError(f"{name}: first line must be '#!lua' (server-enforced keys)")
+        raise ScriptContractError(f"{name}: first line must be '#!lua' (script flags, cluster checks)")
     flags = _flags(name, lines[0])
     header: list[str] = []
     for line in lines[1:]:
@@ -132,8 +142,8 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
         read_only="no-writes" in flags,
         flags=flags,
         summary=_continued(header, "summary"),
-        returns=fields["RETURNS"],
-        errors=fields["ERRORS"],
+        returns=_continued(header, "RETURNS"),
+        errors=_continued(header, "ERRORS"),
     )
 
 
@@ -190,6 +200,8 @@ def bundle() -> dict[str, Script]:
         for f in (root / "include").iterdir()
         if f.name.endswith(".lua")
     }
+    if f"local PROTOCOL = '{PROTOCOL}'" not in include.get("fence", ""):
+        raise ScriptContractError(f"lua/include/fence.lua must define PROTOCOL = '{PROTOCOL}'")
     scripts = {}
     for f in root.iterdir():
         if f.name.endswith(".lua"):

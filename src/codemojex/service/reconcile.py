@@ -53,7 +53,6 @@ from codemojex.service.rounds import close_and_settle
 from codemojex.wallet import NotReady
 from codemojex.workers.score_worker import note_id, score_note
 from echomq import AsyncQueue, EchoMQError, Verdict
-from echomq.scripts import load
 
 __all__ = ["Pass", "Reconciler", "reconcile_once", "requeue_dead_ids"]
 
@@ -76,11 +75,10 @@ class Pass:
 
 async def requeue_dead_ids(queue: AsyncQueue, job_ids: list[str]) -> int:
     """Requeue exactly ``job_ids`` if they are dead (the script re-checks each one)."""
-    if not job_ids:
-        return 0
-    k = queue.keys
-    keys = [k["dead"], k["pending"], k["lanes"], k["meta"], k["wake"], *map(queue.job_key, job_ids)]
-    return int(await queue.connector.eval(load("requeue"), keys, job_ids))
+    moved = 0
+    for start in range(0, len(job_ids), queue.options.batch):  # requeue takes a bounded page
+        moved += int(await queue.requeue(job_ids[start : start + queue.options.batch]))
+    return moved
 
 
 async def _rows(services: Services, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis import exceptions as rex
 
-from echomq import keyspace
-from echomq._async.connector import AsyncConnector, Call, is_transient
-from echomq.errors import ServerUnavailable
+from echomq import _edge, keyspace
+from echomq._async.connector import AsyncConnector, Call, Read, check_calls, is_transient
+from echomq.errors import EchoMQError, InvalidArgument, ServerUnavailable
 from echomq.scripts import Script
 
 __all__ = ["AsyncClusterConnector", "connect_async", "parse_cluster_url"]
@@ -72,18 +73,18 @@ def parse_cluster_url(url: str) -> tuple[str, str, list[Addr]]:
     hosts). ``scheme`` is the single-node scheme each node is reached with."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise ValueError(f"not a URL: {url!r}")
+        raise InvalidArgument(f"not a URL: {url!r}")
     base = _CLUSTER_SCHEMES.get(scheme.lower(), scheme.lower())
     if base not in ("redis", "rediss"):
-        raise ValueError(f"a cluster URL needs redis(s)+cluster:// or redis(s)://, not {scheme}://")
+        raise InvalidArgument(f"a cluster URL needs redis(s)+cluster:// or redis(s)://, not {scheme}://")
     netloc, _, path = rest.partition("/")
     path = path.split("?", 1)[0]
     if path not in ("", "0"):
-        raise ValueError("a Valkey cluster has only database 0")
+        raise InvalidArgument("a Valkey cluster has only database 0")
     userinfo, _, hosts = netloc.rpartition("@")
     seeds = [_split_host(h) for h in hosts.split(",") if h.strip()]
     if not seeds:
-        raise ValueError(f"no seed node in {url!r}")
+        raise InvalidArgument(f"no seed node in {url!r}")
     return base, userinfo, seeds
 
 
@@ -98,22 +99,24 @@ class _ShardSubscription:
 
     async def get_message(self, ignore_subscribe_messages: bool = True, **wait: Any) -> Any:
         """As redis-py's ``get_message`` (``timeout=`` seconds to wait for a message)."""
-        try:
-            msg = await self.pubsub.get_message(ignore_subscribe_messages=False, **wait)
-        except Exception:
-            self._on_lost()
-            raise
-        if msg is None:
-            return None
-        if msg["type"] == "sunsubscribe":
-            self._on_lost()
-            raise rex.ConnectionError("the wake channel's slot left this node")
-        if ignore_subscribe_messages and msg["type"] == "ssubscribe":
-            return None
-        return msg
+        with _edge.mapped():
+            try:
+                msg = await self.pubsub.get_message(ignore_subscribe_messages=False, **wait)
+            except Exception:
+                self._on_lost()
+                raise
+            if msg is None:
+                return None
+            if msg["type"] == "sunsubscribe":
+                self._on_lost()
+                raise ServerUnavailable("the wake channel's slot left this node")
+            if ignore_subscribe_messages and msg["type"] == "ssubscribe":
+                return None
+            return msg
 
     async def aclose(self) -> None:
-        await self.pubsub.aclose()
+        with _edge.mapped():
+            await self.pubsub.aclose()
 
 
 class AsyncClusterConnector:
@@ -130,15 +133,15 @@ class AsyncClusterConnector:
         userinfo: str = "",
     ) -> None:
         if not seeds:
-            raise ValueError("a cluster connector needs at least one seed node")
+            raise InvalidArgument("a cluster connector needs at least one seed node")
         self.seeds: list[Addr] = [(h, int(p)) for h, p in seeds]
         self.retry_budget_s = retry_budget_s
-        self.fenced: set[str] = set()  # queues whose protocol version this connector checked
         self._socket_timeout = socket_timeout
         self._max_connections = max_connections
         self._scheme = scheme
         self._auth = f"{userinfo}@" if userinfo else ""
         self._nodes: dict[Addr, AsyncConnector] = {}
+        self._nodes_lock = threading.Lock()  # the blocking copy is shared by threads
         self._slots: list[Addr | None] = []  # empty until the first call (no I/O before)
         self._stale = True
 
@@ -152,7 +155,8 @@ class AsyncClusterConnector:
                    max_connections=max_connections, scheme=scheme, userinfo=userinfo)
 
     async def aclose(self) -> None:
-        nodes, self._nodes = list(self._nodes.values()), {}
+        with self._nodes_lock:
+            nodes, self._nodes = list(self._nodes.values()), {}
         for node in nodes:
             await node.aclose()
 
@@ -167,11 +171,17 @@ class AsyncClusterConnector:
         """The one-attempt connector of the node at ``addr`` (created on first use)."""
         node = self._nodes.get(addr)
         if node is None:
-            host = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
-            node = AsyncConnector.from_url(
-                f"{self._scheme}://{self._auth}{host}:{addr[1]}", retry_budget_s=0.0,
-                socket_timeout=self._socket_timeout, max_connections=self._max_connections)
-            self._nodes[addr] = node
+            if not (isinstance(addr, tuple) and len(addr) == 2 and isinstance(addr[0], str)
+                    and isinstance(addr[1], int) and not isinstance(addr[1], bool)):
+                raise InvalidArgument(f"a node address is (host, port), not {addr!r}")
+            with self._nodes_lock:
+                node = self._nodes.get(addr)
+                if node is None:
+                    host = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
+                    node = AsyncConnector.from_url(
+                        f"{self._scheme}://{self._auth}{host}:{addr[1]}", retry_budget_s=0.0,
+                        socket_timeout=self._socket_timeout, max_connections=self._max_connections)
+                    self._nodes[addr] = node
         return node
 
     @property
@@ -181,10 +191,14 @@ class AsyncClusterConnector:
 
     async def refresh(self) -> None:
         """Read the slot map from the first node that answers (primaries first, then seeds)."""
+        with _edge.mapped():
+            await self._refresh()
+
+    async def _refresh(self) -> None:
         last: BaseException | None = None
         for addr in dict.fromkeys([*self.primaries, *self._nodes, *self.seeds]):
             try:
-                reply = await self.node(addr).command("CLUSTER", "SLOTS")
+                reply = await self.node(addr)._command("CLUSTER", "SLOTS")
             except Exception as exc:
                 if not _retryable(exc):
                     raise
@@ -201,7 +215,7 @@ class AsyncClusterConnector:
 
     async def _primary(self, slot: int) -> AsyncConnector:
         if self._stale or not self._slots:
-            await self.refresh()
+            await self._refresh()
         addr = self._slots[slot]
         if addr is None:  # transient: the slot is being failed over or was never assigned
             self._stale = True
@@ -210,7 +224,8 @@ class AsyncClusterConnector:
 
     async def node_for_key(self, key: str | bytes) -> Addr:
         """The address of the primary serving ``key``'s slot (in the client's map)."""
-        node = await self._primary(keyspace.slot(key))
+        with _edge.mapped():
+            node = await self._primary(keyspace.slot(key))
         for addr, conn in self._nodes.items():
             if conn is node:
                 return addr
@@ -246,17 +261,14 @@ class AsyncClusterConnector:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, _MAX_DELAY)
 
-    async def _asking(self, exc: rex.AskError, args: Sequence[Any], script: Script | None) -> Any:
-        """One command on the node importing the slot, preceded by ASKING on its connection."""
+    async def _asking(self, exc: rex.AskError, call: Call | None, read: Read = ()) -> Any:
+        """One call (or plain command) on the node importing the slot, preceded by ASKING
+        on its connection (the node's one send path, NOSCRIPT included)."""
         node = self.node((exc.host, exc.port))
-        for _ in range(2):
-            pipe = node.client.pipeline(transaction=False)
-            pipe.execute_command("ASKING")
-            pipe.execute_command(*args)
-            reply = (await pipe.execute(raise_on_error=False))[1]
-            if script is None or not isinstance(reply, rex.NoScriptError):
-                break
-            await node.client.execute_command("SCRIPT", "LOAD", script.source)
+        out: list[Any] = []
+        rounds = await node._send([call] if call else [], [] if call else [read], None, True,
+                                  False, out)
+        reply = out[0] if call else rounds[-1][0]
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -264,12 +276,13 @@ class AsyncClusterConnector:
     # ------------------------------------------------------------------ calls
     async def command(self, *args: Any) -> Any:
         """One plain command, routed by its first key (keyless ones to any primary)."""
-        return await self._retrying(self._command_once, args)
+        with _edge.mapped():
+            return await self._retrying(self._command_once, args)
 
     async def _command_once(self, args: Sequence[Any]) -> Any:
         if _text(args[0]).upper() in _KEYLESS or len(args) < 2:
             if self._stale or not self._slots:
-                await self.refresh()
+                await self._refresh()
             primaries = self.primaries
             if not primaries:
                 raise rex.ClusterDownError("CLUSTERDOWN no slot is served (client view)")
@@ -277,40 +290,42 @@ class AsyncClusterConnector:
         else:
             node = await self._primary(keyspace.slot(args[1]))
         try:
-            return await node.command(*args)
+            return await node._command(*args)
         except rex.MovedError:
             raise
         except rex.AskError as exc:
-            return await self._asking(exc, args, None)
+            return await self._asking(exc, None, args)
 
     async def load(self, script: Script) -> None:
         """``SCRIPT LOAD`` on every primary, best effort: NOSCRIPT recovery covers the rest."""
-        try:
-            if self._stale or not self._slots:
-                await self.refresh()
-        except ServerUnavailable:
-            return
-        for addr in self.primaries:
+        with _edge.mapped():
             try:
-                await self.node(addr).load(script)
-            except Exception as exc:
-                if not _retryable(exc):
-                    raise
-                self._stale = True
+                if self._stale or not self._slots:
+                    await self._refresh()
+            except ServerUnavailable:
+                return
+            for addr in self.primaries:
+                try:
+                    await self.node(addr)._command("SCRIPT", "LOAD", script.source)
+                except Exception as exc:
+                    if not _retryable(exc):
+                        raise
+                    self._stale = True
 
     async def eval(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """Run one script EVALSHA-first on the node serving ``slot(KEYS[1])``."""
         script.check(len(keys), len(args))
-        return await self._retrying(self._eval_once, script, keys, args)
+        with _edge.mapped():
+            return await self._retrying(self._eval_once, script, keys, args)
 
     async def _eval_once(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         node = await self._primary(keyspace.slot(keys[0]) if keys else 0)
         try:
-            return await node.eval(script, keys, args)
+            return await node._eval(script, keys, args)
         except rex.MovedError:
             raise
         except rex.AskError as exc:
-            return await self._asking(exc, ["EVALSHA", script.sha, len(keys), *keys, *args], script)
+            return await self._asking(exc, Call(script, keys, args))
 
     async def pipeline(self, calls: Sequence[Call], *, flush: int | None = None) -> list[Any]:
         """Run many script calls, grouped by node; replies (or error replies) in input order.
@@ -320,22 +335,29 @@ class AsyncClusterConnector:
         fenced, so a resent call reports duplicate or stale.
         """
 
-        async def run(node: Any, group: list[Call]) -> tuple[list[Any], list[int]]:
-            if flush is None:
-                return await node.pipeline(group), []
-            return await node.pipeline(group, flush=flush), []
+        async def run(node: AsyncConnector, group: list[Call]) -> tuple[list[Any], list[int]]:
+            return await node._pipeline(group, flush), []
 
-        replies, _ = await self._grouped(calls, run)
-        return replies
+        check_calls(calls)
+        with _edge.mapped():
+            replies, _ = await self._grouped(calls, run)
+            return _edge.replies(replies)
 
     async def flush(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
         """Script calls, then plain read commands; replies in order (see AsyncConnector.flush).
 
         On a cluster the calls go as one pipeline per node and the reads follow one by one.
         """
+        check_calls([r for r in reads if isinstance(r, Call)])
         replies = await self.pipeline(calls) if calls else []
         for read in reads:
-            replies.append(await self.command(*read))
+            try:
+                if isinstance(read, Call):
+                    replies.append(await self.eval(*read))
+                else:
+                    replies.append(await self.command(*read))
+            except EchoMQError as exc:
+                replies.append(exc)
         return replies
 
     async def pipeline_wait(self, calls: Sequence[Call], *, replicas: int,
@@ -345,13 +367,14 @@ class AsyncClusterConnector:
         acknowledged its writes."""
 
         async def run(node: AsyncConnector, group: list[Call]) -> tuple[list[Any], list[int]]:
-            return await node.pipeline_wait(group, replicas=replicas, timeout_ms=timeout_ms)
+            return await node._pipeline_wait(group, replicas, timeout_ms)
 
-        return await self._grouped(calls, run)
+        check_calls(calls)
+        with _edge.mapped():
+            replies, acked = await self._grouped(calls, run)
+            return _edge.replies(replies), acked
 
     async def _grouped(self, calls: Sequence[Call], run: Any) -> tuple[list[Any], list[int]]:
-        for script, keys, args in calls:
-            script.check(len(keys), len(args))
         out: list[Any] = [None] * len(calls)
         acked: list[int] = [0] * len(calls)
         todo = list(range(len(calls)))
@@ -405,10 +428,8 @@ class AsyncClusterConnector:
                     again.append(i)
                     continue
                 if isinstance(reply, rex.AskError):
-                    script, keys, args = calls[i]
                     try:
-                        reply = await self._asking(
-                            reply, ["EVALSHA", script.sha, len(keys), *keys, *args], script)
+                        reply = await self._asking(reply, Call(*calls[i]))
                     except rex.ResponseError as exc:
                         if _retryable(exc):
                             failure = exc
@@ -433,13 +454,14 @@ class AsyncClusterConnector:
     async def wake_subscription(self, channel: str) -> _ShardSubscription:
         """``SSUBSCRIBE channel`` on the primary owning its slot. The subscription raises
         when that node is lost or gives the slot up; subscribe again then."""
-        try:
-            node = await self._primary(keyspace.slot(channel))
-            pubsub = node.client.pubsub()
-            await pubsub.ssubscribe(channel)
-        except Exception:
-            self._stale = True
-            raise
+        with _edge.mapped():
+            try:
+                node = await self._primary(keyspace.slot(channel))
+                pubsub = node.client.pubsub()
+                await pubsub.ssubscribe(channel)
+            except Exception:
+                self._stale = True
+                raise
         return _ShardSubscription(pubsub, self._mark_stale)
 
     def _mark_stale(self) -> None:
@@ -465,7 +487,7 @@ def connect_async(
                             "max_connections": max_connections}
     if not isinstance(target, str):
         if cluster is False:
-            raise ValueError("a list of seed nodes names a cluster")
+            raise InvalidArgument("a list of seed nodes names a cluster")
         seeds = [_split_host(t) if isinstance(t, str) else (t[0], int(t[1])) for t in target]
         return AsyncClusterConnector(seeds, **opts)
     scheme, _, rest = target.partition("://")
@@ -475,5 +497,5 @@ def connect_async(
     if cluster:
         return AsyncClusterConnector.from_url(target, **opts)
     if scheme.lower() in _CLUSTER_SCHEMES or several:
-        raise ValueError(f"cluster=False, but {target!r} names a cluster")
+        raise InvalidArgument(f"cluster=False, but {target!r} names a cluster")
     return AsyncConnector.from_url(target, **opts)

@@ -1,15 +1,19 @@
 """The connector: scripts EVALSHA-first, pipelines, plain commands, one retry budget.
 
-* A script runs as ``EVALSHA``; on ``NOSCRIPT`` (the cache is per server and is lost
-  on restart, failover and ``SCRIPT FLUSH``) it is loaded with ``SCRIPT LOAD`` and the
-  same call is sent again. A call that answered NOSCRIPT did not run, so resending it
-  is safe.
-* A pipeline sends many script calls in one flush and returns one reply per call, in
-  input order, with server errors in place (never raised for one item).
+* Every script call goes out through one path, :meth:`AsyncConnector._send`: calls
+  (and optional plain reads after them) in flushes, one reply per call in place. That
+  path, and only that path, recovers ``NOSCRIPT`` (the cache is per server and is lost
+  on restart, failover and ``SCRIPT FLUSH``): the calls that answered it did not run, so
+  their scripts are loaded with ``SCRIPT LOAD`` and only those calls are sent again.
 * Transient failures (connection refused or reset, timeouts, LOADING, READONLY,
   TRYAGAIN, CLUSTERDOWN) are retried with capped exponential backoff until the retry
   budget (10 s by default) is spent; then :class:`ServerUnavailable` is raised. Every
   EchoMQ script is safe to resend: admission refuses duplicates, transitions are fenced.
+* Public methods run inside :func:`echomq._edge.mapped` and pipelines hand back error
+  replies through :func:`echomq._edge.reply`: no ``redis`` exception reaches a caller;
+  error replies are typed by their code (:data:`echomq.protocol.ERROR_CODES`).
+* Safe to share: between tasks (async) and between threads (the blocking copy): the
+  client's pool gives each call its own connection, the bulk wire keeps a pool too.
 """
 
 from __future__ import annotations
@@ -17,20 +21,34 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis.asyncio as redis_client
 from redis import exceptions as rex
 
-from echomq import _wire
+from echomq import _edge, _wire
 from echomq.errors import ServerUnavailable
+from echomq.protocol import Call
 from echomq.scripts import Script
 
 __all__ = ["AsyncConnector", "Call", "is_transient"]
 
-Call = tuple[Script, Sequence[str | bytes], Sequence[str | bytes | int]]
-"""One script call: the script, its KEYS, its ARGV."""
+Read = Sequence[Any]
+"""A plain command (``("ZRANGE", key, 0, 9)``) or a call of a ``no-writes`` script sent
+after the script calls of a flush; reads are sent again with every NOSCRIPT round."""
+
+
+def _pack(read: Read) -> bytes:
+    if isinstance(read, Call):
+        return _wire.pack_evalsha(read.script.sha, read.keys, read.args)
+    return _wire.pack_command(*read)
+
+
+def _argv(read: Read) -> Sequence[Any]:
+    if isinstance(read, Call):
+        return ["EVALSHA", read.script.sha, len(read.keys), *read.keys, *read.args]
+    return read
 
 _TRANSIENT = (
     rex.ConnectionError,  # includes BusyLoadingError (LOADING)
@@ -39,6 +57,7 @@ _TRANSIENT = (
     rex.TryAgainError,
     rex.ClusterDownError,
 )
+_NOSCRIPT_ROUNDS = 3  # a script flushed again between load and resend, twice: give up
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -50,13 +69,18 @@ def is_transient(exc: BaseException) -> bool:
     )
 
 
+def check_calls(calls: Sequence[Call]) -> None:
+    """Refuse a call whose shape does not fit its script's contract, before any I/O."""
+    for script, keys, args in calls:
+        script.check(len(keys), len(args))
+
+
 class AsyncConnector:
     """One Valkey endpoint (a URL: ``redis://``, ``rediss://`` or ``unix://``)."""
 
     def __init__(self, client: Any, *, retry_budget_s: float = 10.0) -> None:
         self.client = client
         self.retry_budget_s = retry_budget_s
-        self.fenced: set[str] = set()  # queues whose protocol version this connector checked
         # Bulk script calls go over a hand-encoded wire (docs/decisions/0005); None: redis-py.
         self.wire: Any = _wire.attach(client)
 
@@ -70,19 +94,21 @@ class AsyncConnector:
         max_connections: int | None = None,
     ) -> AsyncConnector:
         """Connect lazily to ``url`` (TCP, TLS, unix socket, username and password in the URL)."""
-        client = redis_client.Redis.from_url(
-            url,
-            decode_responses=False,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            max_connections=max_connections,
-        )
+        with _edge.mapped():
+            client = redis_client.Redis.from_url(
+                url,
+                decode_responses=False,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_timeout,
+                max_connections=max_connections,
+            )
         return cls(client, retry_budget_s=retry_budget_s)
 
     async def aclose(self) -> None:
-        if self.wire is not None:
-            await self.wire.aclose()
-        await self.client.aclose()
+        with _edge.mapped():
+            if self.wire is not None:
+                await self.wire.aclose()
+            await self.client.aclose()
 
     async def __aenter__(self) -> AsyncConnector:
         return self
@@ -90,6 +116,7 @@ class AsyncConnector:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    # ------------------------------------------------------------ retries
     async def _retrying(self, op: Any, *args: Any) -> Any:
         deadline = time.monotonic() + self.retry_budget_s
         delay = 0.02
@@ -106,172 +133,178 @@ class AsyncConnector:
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
 
+    # ------------------------------------------------------------ the one send path
+    async def _transmit(self, calls: Sequence[Call], reads: Sequence[Read], flush: int,
+                        asking: bool, bulk: bool, out: list[Any]) -> None:
+        """Send ``calls`` in flushes of ``flush``, then ``reads``; append raw replies to
+        ``out`` (errors in place). On a broken connection the replies of the flushes
+        answered before it are in ``out`` and the failure is raised."""
+        if self.wire is not None and bulk and not asking:
+            def flushes() -> Iterator[tuple[bytes, int]]:
+                for i in range(0, max(len(calls), 1), flush):
+                    chunk = calls[i : i + flush]
+                    tail = reads if i + flush >= len(calls) else ()
+                    buf = b"".join([*(_wire.pack_evalsha(s.sha, k, a) for s, k, a in chunk),
+                                    *(_pack(r) for r in tail)])
+                    yield buf, len(chunk) + len(tail)
+
+            try:
+                out += await self.wire.run(flushes())
+            except _wire.WireError as exc:
+                out += exc.answered
+                raise
+            return
+        if len(calls) == 1 and not reads and not asking:
+            script, keys, args = calls[0]
+            try:
+                out.append(await self.client.execute_command(
+                    "EVALSHA", script.sha, len(keys), *keys, *args))
+            except rex.ResponseError as exc:
+                out.append(exc)
+            return
+        for i in range(0, max(len(calls), 1), flush):
+            pipe = self.client.pipeline(transaction=False)
+            chunk = calls[i : i + flush]
+            tail = reads if i + flush >= len(calls) else ()
+            for script, keys, args in chunk:
+                if asking:
+                    pipe.execute_command("ASKING")
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            for read in tail:
+                if asking:
+                    pipe.execute_command("ASKING")
+                pipe.execute_command(*_argv(read))
+            got: list[Any] = await pipe.execute(raise_on_error=False)
+            out += got[1::2] if asking else got
+
+    async def _send(self, calls: Sequence[Call], reads: Sequence[Read], flush: int | None,
+                    asking: bool, bulk: bool, out: list[Any]) -> list[list[Any]]:
+        """One attempt at ``calls`` then ``reads``; raw replies, errors in place.
+
+        Sends only ``calls[len(out):]`` (the caller's ``out`` keeps the replies of an
+        earlier attempt that failed part way). Call replies go to ``out``; the return
+        value holds the read replies of each round: a NOSCRIPT round sends the reads
+        again, so they see the effects of every call. A transient error reply cuts
+        ``out`` where it stands and is raised, so a retry resends from there.
+        """
+        start = len(out)
+        step = flush or max(len(calls) - start, 1)
+        rounds: list[list[Any]] = []
+        todo = list(range(start, len(calls)))
+        for _ in range(_NOSCRIPT_ROUNDS + 1):
+            got: list[Any] = []
+            try:
+                await self._transmit([calls[i] for i in todo], reads, step, asking, bulk, got)
+            finally:
+                answered = min(len(got), len(todo))
+                if todo and todo[0] == len(out):  # the first round: contiguous, resumable
+                    out += got[:answered]
+                else:
+                    for i, value in zip(todo, got[:answered], strict=False):
+                        out[i] = value
+                    if answered < len(todo):
+                        del out[todo[0]:]  # a later round broke: resend from its first call
+            rounds.append(got[len(todo):])
+            todo = [i for i in todo if isinstance(out[i], rex.NoScriptError)]
+            lost = [r.script for r, g in zip(reads, rounds[-1], strict=True)
+                    if isinstance(g, rex.NoScriptError) and isinstance(r, Call)]
+            if not todo and not lost:
+                break
+            # Those calls did not run: load each of their scripts once, send only them
+            # (and the reads) again.
+            for script in {s.sha: s for s in [*(calls[i][0] for i in todo), *lost]}.values():
+                await self.client.execute_command("SCRIPT", "LOAD", script.source)
+        for i in range(start, len(out)):
+            if isinstance(out[i], Exception) and is_transient(out[i]):
+                failure = out[i]
+                del out[i:]
+                raise failure
+        for value in rounds[-1]:
+            if isinstance(value, Exception) and is_transient(value):
+                raise value
+        return rounds
+
+    # ------------------------------------------------------------ raw (cluster uses these)
+    async def _command(self, *args: Any) -> Any:
+        return await self._retrying(self.client.execute_command, *args)
+
+    async def _eval(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        out: list[Any] = []
+        await self._retrying(self._send, [Call(script, keys, args)], (), None, False, False, out)
+        if isinstance(out[0], Exception):
+            raise out[0]
+        return out[0]
+
+    async def _pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
+        out: list[Any] = []
+        if calls:
+            await self._retrying(self._send, calls, (), flush, False, True, out)
+        return out
+
+    async def _flush(self, calls: Sequence[Call], reads: Sequence[Read]) -> list[Any]:
+        out: list[Any] = []
+        rounds: list[list[Any]] = await self._retrying(self._send, calls, reads, None, False,
+                                                       True, out)
+        return out + rounds[-1]
+
+    async def _pipeline_wait(self, calls: Sequence[Call], replicas: int,
+                             timeout_ms: int) -> tuple[list[Any], list[int]]:
+        # WAIT counts the replicas that acknowledged *this connection's* writes, so it
+        # follows the calls on their connection; after a NOSCRIPT round each WAIT vouches
+        # for its round's writes, hence the least count of all rounds.
+        out: list[Any] = []
+        rounds = await self._retrying(self._send, calls, [("WAIT", replicas, timeout_ms)], None,
+                                      False, True, out)
+        counts = []
+        for (count,) in rounds:
+            if isinstance(count, Exception):
+                raise count
+            counts.append(int(count))
+        return out, [min(counts)] * len(calls)
+
+    # ------------------------------------------------------------ public
     async def command(self, *args: Any) -> Any:
         """One plain command, with the retry budget."""
-        return await self._retrying(self.client.execute_command, *args)
+        with _edge.mapped():
+            return await self._command(*args)
 
     async def load(self, script: Script) -> None:
         """``SCRIPT LOAD`` one script (the server's cache is per node)."""
         await self.command("SCRIPT", "LOAD", script.source)
 
-    async def _eval_once(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        try:
-            return await self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except rex.NoScriptError:
-            await self.client.execute_command("SCRIPT", "LOAD", script.source)
-            return await self.client.execute_command(
-                "EVALSHA", script.sha, len(keys), *keys, *args
-            )
-
     async def eval(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """Run one script EVALSHA-first; a server error reply is raised as ResponseError."""
+        """Run one script EVALSHA-first; an error reply is raised as its EchoMQ exception."""
         script.check(len(keys), len(args))
-        return await self._retrying(self._eval_once, script, keys, args)
-
-    async def _pipeline_once(self, calls: Sequence[Call]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for script, keys, args in calls:
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
-        missing = [i for i, r in enumerate(replies) if isinstance(r, rex.NoScriptError)]
-        if missing:
-            # Those calls did not run. Load their scripts once and send only them again.
-            for script in {calls[i][0].sha: calls[i][0] for i in missing}.values():
-                await self.client.execute_command("SCRIPT", "LOAD", script.source)
-            again = await self._pipeline_once([calls[i] for i in missing])
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        for reply in replies:
-            if isinstance(reply, Exception) and is_transient(reply):
-                raise reply
-        return replies
-
-    async def _wire_once(self, calls: Sequence[Call], flush: int, out: list[Any]) -> None:
-        # Resumes after the replies already in ``out`` (flushes answered before a failure).
-        start = len(out)
-
-        def flushes(todo: Sequence[Call]) -> Any:
-            for i in range(0, len(todo), flush):
-                chunk = todo[i : i + flush]
-                yield b"".join([_wire.pack_evalsha(s.sha, k, a) for s, k, a in chunk]), len(chunk)
-
-        try:
-            out += await self.wire.run(flushes(calls[start:]))
-        except _wire.WireError as exc:
-            out += exc.answered
-            raise
-        for _ in range(3):  # NOSCRIPT: those calls did not run; load once, send only them again
-            missing = [i for i in range(start, len(out)) if isinstance(out[i], rex.NoScriptError)]
-            if not missing:
-                break
-            for script in {calls[i][0].sha: calls[i][0] for i in missing}.values():
-                await self.client.execute_command("SCRIPT", "LOAD", script.source)
-            again = await self.wire.run(flushes([calls[i] for i in missing]))
-            for i, reply in zip(missing, again, strict=True):
-                out[i] = reply
-        for i in range(start, len(out)):
-            if isinstance(out[i], Exception) and is_transient(out[i]):
-                reply = out[i]
-                del out[i:]  # resend from here on
-                raise reply
+        with _edge.mapped():
+            return await self._eval(script, keys, args)
 
     async def pipeline(self, calls: Sequence[Call], *, flush: int | None = None) -> list[Any]:
         """Run many script calls pipelined; replies (or error replies) in input order.
 
         Calls go out in flushes of ``flush`` (all at once when None). If the connection
         fails, the calls not yet answered are sent again: callers' scripts are idempotent
-        or fenced, so a resent call reports duplicate or stale.
+        or fenced, so a resent call reports duplicate or stale. Error replies come back
+        in place as EchoMQ exceptions, never raised for one item.
         """
-        for script, keys, args in calls:
-            script.check(len(keys), len(args))
-        if not calls:
-            return []
-        step = flush or len(calls)
-        out: list[Any] = []
-        if self.wire is not None:
-            await self._retrying(self._wire_once, calls, step, out)
-            return out
-        for start in range(0, len(calls), step):
-            out += await self._retrying(self._pipeline_once, calls[start : start + step])
-        return out
+        check_calls(calls)
+        with _edge.mapped():
+            return _edge.replies(await self._pipeline(calls, flush))
 
-    async def _flush_once(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]],
-                          depth: int = 0) -> list[Any]:
-        if self.wire is None:
-            pipe = self.client.pipeline(transaction=False)
-            for script, keys, args in calls:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            for read in reads:
-                pipe.execute_command(*read)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        else:
-            buf = b"".join([*(_wire.pack_evalsha(s.sha, k, a) for s, k, a in calls),
-                            *(_wire.pack_command(*r) for r in reads)])
-            replies = await self.wire.run([(buf, len(calls) + len(reads))])
-        missing = [i for i in range(len(calls)) if isinstance(replies[i], rex.NoScriptError)]
-        if missing and depth < 3:
-            # Those calls did not run: load their scripts once, send only them (and the reads,
-            # so they see the effects of every call) again.
-            for script in {calls[i][0].sha: calls[i][0] for i in missing}.values():
-                await self.client.execute_command("SCRIPT", "LOAD", script.source)
-            again = await self._flush_once([calls[i] for i in missing], reads, depth + 1)
-            for i, reply in zip(missing, again[: len(missing)], strict=True):
-                replies[i] = reply
-            replies[len(calls):] = again[len(missing):]
-        for reply in replies:
-            if isinstance(reply, Exception) and is_transient(reply):
-                raise reply
-        return replies
-
-    async def flush(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
+    async def flush(self, calls: Sequence[Call], reads: Sequence[Read] = ()) -> list[Any]:
         """Script calls, then plain read commands, in one flush: one round trip.
 
         Replies in order (calls, then reads); a script's error reply is returned in its
-        place. On a transient failure the whole flush is sent again (scripts are
-        idempotent or fenced: a resent finish reports STALE, a resent claim skips what it
-        already leased; such leases expire and are reaped, the at-least-once contract).
-        The consumer's drain loop uses it to complete, claim and peek in one round trip
-        (docs/decisions/0008-drain-path.md).
+        place. On a transient failure the calls not yet answered and the reads are sent
+        again (scripts are idempotent or fenced: a resent finish reports STALE, a resent
+        claim skips what it already leased; such leases expire and are reaped, the
+        at-least-once contract). The consumer's drain loop uses it to complete, claim and
+        peek in one round trip (docs/decisions/0008-drain-path.md).
         """
-        for script, keys, args in calls:
-            script.check(len(keys), len(args))
+        check_calls([*calls, *(r for r in reads if isinstance(r, Call))])
         if not calls and not reads:
             return []
-        return list(await self._retrying(self._flush_once, calls, reads))
-
-    async def server_time_ms(self) -> int:
-        """The server's clock in milliseconds (for tests and diagnostics, never for leases)."""
-        sec, usec = await self.command("TIME")
-        return int(sec) * 1000 + int(usec) // 1000
-
-    async def _wait_once(self, calls: Sequence[Call], replicas: int,
-                         timeout_ms: int) -> tuple[list[Any], int]:
-        # WAIT counts the replicas that acknowledged *this connection's* writes, so it
-        # goes in the same pipeline (one connection) as the calls it vouches for.
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        acked: int | None = None
-        for _ in range(3):  # NOSCRIPT: load, send only those calls again (and WAIT again)
-            pipe = self.client.pipeline(transaction=False)
-            for i in todo:
-                script, keys, args = calls[i]
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            pipe.execute_command("WAIT", replicas, timeout_ms)
-            *got, count = await pipe.execute(raise_on_error=False)
-            if isinstance(count, Exception):
-                raise count
-            acked = int(count) if acked is None else min(acked, int(count))
-            for i, reply in zip(todo, got, strict=True):
-                replies[i] = reply
-            todo = [i for i in todo if isinstance(replies[i], rex.NoScriptError)]
-            if not todo:
-                break
-            for script in {calls[i][0].sha: calls[i][0] for i in todo}.values():
-                await self.client.execute_command("SCRIPT", "LOAD", script.source)
-        for reply in replies:
-            if isinstance(reply, Exception) and is_transient(reply):
-                raise reply
-        return replies, acked or 0
+        with _edge.mapped():
+            return _edge.replies(await self._flush(calls, reads))
 
     async def pipeline_wait(self, calls: Sequence[Call], *, replicas: int,
                             timeout_ms: int) -> tuple[list[Any], list[int]]:
@@ -280,15 +313,38 @@ class AsyncConnector:
         Returns the replies in input order and, per call, how many replicas acknowledged
         its writes within ``timeout_ms`` (durable admission, docs/cluster.md).
         """
-        for script, keys, args in calls:
-            script.check(len(keys), len(args))
+        check_calls(calls)
         if not calls:
             return [], []
-        replies, acked = await self._retrying(self._wait_once, calls, replicas, timeout_ms)
-        return replies, [acked] * len(calls)
+        with _edge.mapped():
+            replies, acked = await self._pipeline_wait(calls, replicas, timeout_ms)
+            return _edge.replies(replies), acked
 
-    async def wake_subscription(self, channel: str) -> Any:
+    async def server_time_ms(self) -> int:
+        """The server's clock in milliseconds (for tests and diagnostics, never for leases)."""
+        sec, usec = await self.command("TIME")
+        return int(sec) * 1000 + int(usec) // 1000
+
+    async def wake_subscription(self, channel: str) -> Subscription:
         """``SSUBSCRIBE channel`` (a queue's wake channel); ``get_message``/``aclose``."""
-        pubsub = self.client.pubsub()
-        await pubsub.ssubscribe(channel)
-        return pubsub
+        with _edge.mapped():
+            pubsub = self.client.pubsub()
+            await pubsub.ssubscribe(channel)
+        return Subscription(pubsub)
+
+
+class Subscription:
+    """A shard-channel subscription whose failures are EchoMQ's (ServerUnavailable)."""
+
+    def __init__(self, pubsub: Any) -> None:
+        self.pubsub = pubsub
+
+    async def get_message(self, ignore_subscribe_messages: bool = True, **wait: Any) -> Any:
+        """As redis-py's ``get_message`` (``timeout=`` seconds to wait for a message)."""
+        with _edge.mapped():
+            return await self.pubsub.get_message(
+                ignore_subscribe_messages=ignore_subscribe_messages, **wait)
+
+    async def aclose(self) -> None:
+        with _edge.mapped():
+            await self.pubsub.aclose()

@@ -5,6 +5,11 @@ requeue, purge) follow one pattern so that every key they touch is declared: the
 client *peeks* candidate ids with a read (``ZRANGE``), then calls the script with the
 candidates' job keys in KEYS; the script re-checks each candidate on the server and
 skips those that moved meanwhile. See docs/decisions/0002-peek-then-act.md.
+
+Calls are built and replies decoded by :mod:`echomq.protocol`; every argument is
+checked against its documented range there before any I/O. Every script checks the
+queue's protocol version itself (docs/decisions/0009), so every method raises
+:class:`~echomq.errors.ProtocolVersionError` on a queue of another major version.
 """
 
 from __future__ import annotations
@@ -12,46 +17,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from redis.exceptions import ResponseError
-
-from echomq import ids as branded
-from echomq import keyspace
+from echomq import protocol as p
 from echomq._async.cluster import AsyncClusterConnector
-from echomq._async.connector import AsyncConnector, Call
+from echomq._async.connector import AsyncConnector
 from echomq._async.memory import typed_refusals
-from echomq._async.upkeep import STATES, AsyncUpkeep, _text
-from echomq.errors import (
-    EchoMQError,
-    InvalidJobId,
-    NotDurable,
-    PayloadTooLarge,
-    ProtocolVersionError,
-)
-from echomq.model import (
-    PROTOCOL,
-    Completion,
-    Lease,
-    QueueOptions,
-    RetryOutcome,
-    Verdict,
-    decode_verdict,
-)
+from echomq._async.upkeep import AsyncUpkeep, _text
+from echomq.errors import EchoMQError, InvalidArgument, NotDurable
+from echomq.model import PROTOCOL, Completion, Lease, QueueOptions, RetryOutcome, Verdict
+from echomq.protocol import Call
 from echomq.replies import reply_code
-from echomq.scripts import Script, load
+from echomq.scripts import Script
 
 __all__ = ["AsyncQueue"]
 
 _FINISH_BATCH = 256
-
-
-def _verdicts(replies: Sequence[Any]) -> list[Completion]:
-    """Flatten complete_batch replies into one verdict per attempt (errors raised)."""
-    out = []
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-        out += [Completion.COMPLETED if r == 1 else Completion.STALE for r in reply]
-    return out
 
 
 class AsyncQueue(AsyncUpkeep):
@@ -61,69 +40,52 @@ class AsyncQueue(AsyncUpkeep):
         self, connector: AsyncConnector | AsyncClusterConnector, name: str, *,
         options: QueueOptions | None = None,
     ) -> None:
-        keyspace.check_queue(name)
+        self.k = p.QueueKeys.of(name)
+        if options is not None and not isinstance(options, QueueOptions):
+            raise InvalidArgument(f"options must be QueueOptions, not {type(options).__name__}")
         self.connector = connector
         self.name = name
         self.options = options or QueueOptions()
-        k = {t: keyspace.queue_key(name, t) for t in (*STATES, "lanes", "meta", "inflight",
-                                                       "wake", "maint")}
-        self.keys = k
-        self._job_prefix = keyspace.queue_key(name, "job:")
+        self.keys = self.k.as_dict()
+        self._job_prefix = self.k.job_prefix
 
     # ----------------------------------------------------------------- helpers
     def job_key(self, job_id: str) -> str:
         """``emq:{q}:job:<id>``; refuses a malformed id before any I/O."""
-        if not branded.valid(job_id):
-            raise InvalidJobId(f"not a branded id: {job_id!r}")
-        return self._job_prefix + job_id
+        return self.k.job(job_id)
 
     def _payload(self, payload: object) -> bytes:
-        if not isinstance(payload, bytes | bytearray | memoryview):
-            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
-        data = bytes(payload)
-        if len(data) > self.options.max_payload:
-            raise PayloadTooLarge(
-                f"payload of {len(data)} bytes exceeds max_payload={self.options.max_payload}"
-            )
-        return data
+        return p.check_payload(payload, self.options.max_payload)
 
     async def fence(self) -> str:
-        """Check (once per connector) that the queue speaks our protocol major version."""
-        if self.options.fence and self.name not in self.connector.fenced:
-            try:
-                recorded = await self.connector.eval(load("fence"), [self.keys["meta"]], [PROTOCOL])
-            except ResponseError as exc:
-                if str(exc).startswith("EMQVERSION"):
-                    raise ProtocolVersionError(str(exc)) from None
-                raise
-            self.connector.fenced.add(self.name)
-            return _text(recorded)
-        return PROTOCOL
+        """Record (or check) the queue's protocol version; returns the version recorded.
+
+        Not needed before other calls (each script checks the version itself); it is the
+        explicit check, e.g. at startup: ProtocolVersionError on another major version.
+        """
+        return _text(await self.connector.eval(*p.fence(self.k, PROTOCOL)))
 
     def _enqueue_call(self, job_id: str, payload: bytes) -> Call:
-        k = self.keys
-        return (load("enqueue"), [self.job_key(job_id), k["pending"], k["wake"]], [job_id, payload])
+        return p.enqueue(self.k, job_id, self._payload(payload))
 
     # --------------------------------------------------------------- admission
     async def enqueue(self, job_id: str, payload: bytes) -> Verdict:
         """Admit one job (seed @enqueue): ENQUEUED, DUPLICATE or KIND.
 
-        A malformed id raises InvalidJobId and an oversized payload PayloadTooLarge,
-        both before any I/O.
+        A malformed id raises InvalidJobId and a bad payload InvalidPayload (or
+        PayloadTooLarge), both before any I/O.
         """
-        script, keys, args = self._enqueue_call(job_id, self._payload(payload))
-        await self.fence()
-        return await self._admission(script, keys, args)
+        return await self._admission(self._enqueue_call(job_id, payload))
 
-    async def _admission(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Verdict:
+    async def _admission(self, call: Call) -> Verdict:
         if self.options.durable_replicas:
-            reply = (await self._admit_pipeline([(script, keys, args)]))[0]
+            reply = (await self._admit_pipeline([call]))[0]
         else:
             try:
-                reply = await self.connector.eval(script, keys, args)
-            except ResponseError as exc:
+                reply = await self.connector.eval(*call)
+            except EchoMQError as exc:
                 (reply,) = await typed_refusals(self.connector, self.name, [exc])
-        verdict = decode_verdict(reply)
+        verdict = p.decode_verdict(reply)
         if isinstance(verdict, EchoMQError):
             raise verdict
         return verdict
@@ -134,7 +96,7 @@ class AsyncQueue(AsyncUpkeep):
         """Admit many jobs: ``SCRIPT LOAD`` once, then one pipelined ``EVALSHA`` per item.
 
         Returns one verdict per item, in input order. An item that cannot be sent (a
-        malformed id, an oversized payload) gets its error in its place and nothing is
+        malformed id, a bad payload) gets its typed error in its place and nothing is
         written for it; the other items are unaffected. An id repeated inside the batch
         is enqueued once and reported DUPLICATE after. Each item is atomic on its own;
         the batch is not a transaction. Items go out in flushes of ``options.batch``.
@@ -142,21 +104,24 @@ class AsyncQueue(AsyncUpkeep):
         out: list[Verdict | EchoMQError] = []
         calls: list[Call] = []
         where: list[int] = []
-        for i, (job_id, payload) in enumerate(pairs):
+        for i, pair in enumerate(pairs):
             try:
-                calls.append(self._enqueue_call(job_id, self._payload(payload)))
-            except (EchoMQError, TypeError) as exc:
-                out.append(exc if isinstance(exc, EchoMQError) else InvalidJobId(str(exc)))
+                job_id, payload = pair
+                calls.append(self._enqueue_call(job_id, payload))
+            except EchoMQError as exc:
+                out.append(exc)
+                continue
+            except (TypeError, ValueError):
+                out.append(InvalidArgument(f"item {i}: expected an (id, payload) pair"))
                 continue
             out.append(Verdict.DUPLICATE)  # placeholder, replaced below
             where.append(i)
         if not calls:
             return out
-        await self.fence()
-        await self._preload(load("enqueue"))
+        await self._preload(calls[0].script)
         replies = await self._admit_pipeline(calls, flush=self.options.batch)
         for i, reply in zip(where, replies, strict=True):
-            out[i] = decode_verdict(reply)
+            out[i] = p.decode_verdict(reply)
         return out
 
     async def _preload(self, script: Script) -> None:
@@ -164,7 +129,7 @@ class AsyncQueue(AsyncUpkeep):
         refuses it for back-pressure refuses the batch too: each item gets its typed error."""
         try:
             await self.connector.load(script)
-        except ResponseError as exc:
+        except EchoMQError as exc:
             if reply_code(exc) not in ("BUSY", "OOM"):
                 raise
 
@@ -197,17 +162,14 @@ class AsyncQueue(AsyncUpkeep):
         max_attempts: int | None,
     ) -> Call:
         data = self._payload(payload)
-        if lane is not None and (not isinstance(lane, str) or not lane):
-            raise ValueError("lane must be a non-empty str or None")
-        if not isinstance(delay_ms, int) or delay_ms < 0:
-            raise ValueError("delay_ms must be an int >= 0")
-        if max_attempts is not None and max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        k = self.keys
-        keys = [self.job_key(job_id), k["pending"], k["delayed"], k["lanes"], k["meta"], k["wake"]]
-        args: list[str | bytes | int] = [job_id, data, lane or "", delay_ms, "1" if serial else "0",
-                                         "" if max_attempts is None else max_attempts]
-        return (load("admit"), keys, args)
+        lane_arg = p.check_lane(lane)
+        p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
+        if max_attempts is not None:
+            p.check_int("max_attempts", max_attempts, 1, p.MAX_ATTEMPTS)
+        if not isinstance(serial, bool):
+            raise InvalidArgument(f"serial must be a bool, not {type(serial).__name__}")
+        return p.admit(self.k, job_id, data, lane=lane_arg, delay_ms=delay_ms, serial=serial,
+                       max_attempts=max_attempts)
 
     async def admit(
         self,
@@ -222,11 +184,11 @@ class AsyncQueue(AsyncUpkeep):
         """Admit one job onto a lane and/or after a delay (server clock).
 
         ``serial=True`` holds the lane to one job in flight, so its jobs run in order.
-        Bad arguments raise (ValueError, InvalidJobId, PayloadTooLarge) before any I/O.
+        Bad arguments raise InvalidArgument (InvalidJobId, InvalidPayload, ...) before
+        any I/O; the ranges are in :mod:`echomq.protocol`.
         """
-        script, keys, args = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts)
-        await self.fence()
-        return await self._admission(script, keys, args)
+        return await self._admission(
+            self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts))
 
     async def admit_many(
         self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False
@@ -235,111 +197,81 @@ class AsyncQueue(AsyncUpkeep):
         out: list[Verdict | EchoMQError] = []
         calls: list[Call] = []
         where: list[int] = []
-        for i, (job_id, payload, lane) in enumerate(items):
+        for i, item in enumerate(items):
             try:
+                job_id, payload, lane = item
                 calls.append(self._admit_call(job_id, payload, lane, 0, serial, None))
-            except (EchoMQError, TypeError, ValueError) as exc:
-                out.append(exc if isinstance(exc, EchoMQError) else InvalidJobId(str(exc)))
+            except EchoMQError as exc:
+                out.append(exc)
+                continue
+            except (TypeError, ValueError):
+                out.append(InvalidArgument(f"item {i}: expected an (id, payload, lane) triple"))
                 continue
             out.append(Verdict.DUPLICATE)
             where.append(i)
         if calls:
-            await self.fence()
-            await self._preload(load("admit"))
+            await self._preload(calls[0].script)
             replies = await self._admit_pipeline(calls, flush=self.options.batch)
             for i, reply in zip(where, replies, strict=True):
-                out[i] = decode_verdict(reply)
+                out[i] = p.decode_verdict(reply)
         return out
 
     # ------------------------------------------------------------- claim plane
     async def claim(self, count: int = 1, *, lease_ms: int, window: int | None = None) -> list[Lease]:
-        """Lease up to ``count`` pending jobs for ``lease_ms`` (server clock).
+        """Lease up to ``count`` (1..10,000) pending jobs for ``lease_ms`` (server clock).
 
         Peeks ``window`` candidates (default ``2*count + 64``, room to skip jobs of
-        busy serial lanes) and claims with one script.
+        busy serial lanes; at least ``count``) and claims with one script.
         """
-        if count < 1 or lease_ms < 1:
-            raise ValueError("count and lease_ms must be >= 1")
-        peek = window or 2 * count + 64
-        ids = await self.connector.command("ZRANGE", self.keys["pending"], 0, peek - 1)
+        p.check_int("count", count, 1, p.MAX_COUNT)
+        p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
+        peek = 2 * count + 64 if window is None else p.check_int(
+            "window", window, 1, p.MAX_WINDOW)
+        ids = await self._peek("pending", peek)
         if not ids:
             return []
-        return await self._claim(ids, count, lease_ms)
+        flat = await self.connector.eval(*p.claim(self.k, ids, count=count, lease_ms=lease_ms))
+        return p.decode_leases(self.name, flat)
 
-    def _claim_call(self, ids: Sequence[bytes], count: int, lease_ms: int) -> Call:
-        k = self.keys
-        keys = [k["pending"], k["active"], k["lanes"], k["meta"], k["inflight"]]
-        keys += [self._job_prefix + _text(i) for i in ids]
-        return (load("claim"), keys, [lease_ms, count, *ids])
-
-    async def _claim(self, ids: Sequence[bytes], count: int, lease_ms: int) -> list[Lease]:
-        flat = await self.connector.eval(*self._claim_call(ids, count, lease_ms))
-        return self._leases(flat)
-
-    def _leases(self, flat: Sequence[Any]) -> list[Lease]:
-        return [
-            Lease(
-                queue=self.name,
-                id=_text(flat[i]),
-                attempt=int(flat[i + 1]),
-                payload=flat[i + 2] or b"",
-                lane=_text(flat[i + 3]) or None,
-                deadline_ms=int(flat[i + 4]),
-            )
-            for i in range(0, len(flat), 5)
-        ]
+    def _lease(self, lease: Lease) -> Lease:
+        lease = p.check_lease(lease)
+        if lease.queue != self.name:
+            raise InvalidArgument(f"lease of queue {lease.queue!r} given to queue {self.name!r}")
+        self.k.job(lease.id)
+        return lease
 
     async def heartbeat(self, lease: Lease, *, lease_ms: int) -> int | None:
         """Extend ``lease``; returns the new deadline (server ms) or None if the lease is lost."""
-        reply = await self.connector.eval(
-            load("heartbeat"),
-            [self.keys["active"], self.job_key(lease.id)],
-            [lease.id, lease.attempt, lease_ms],
-        )
-        return int(reply) or None
+        p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
+        call = p.heartbeat(self.k, self._lease(lease), lease_ms=lease_ms)
+        return p.decode_deadline(await self.connector.eval(*call))
 
     async def heartbeat_many(self, leases: Sequence[Lease], *, lease_ms: int) -> list[int | None]:
         """Extend many leases in one flush; one deadline or None per lease, in order."""
-        calls: list[Call] = [
-            (load("heartbeat"), [self.keys["active"], self.job_key(x.id)], [x.id, x.attempt, lease_ms])
-            for x in leases
-        ]
-        replies = await self.connector.pipeline(calls)
-        out: list[int | None] = []
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-            out.append(int(reply) or None)
-        return out
+        p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
+        calls = [p.heartbeat(self.k, self._lease(x), lease_ms=lease_ms) for x in leases]
+        if not calls:
+            return []
+        return [p.decode_deadline(r) for r in await self.connector.pipeline(calls)]
 
-    def _complete_call(self, lease: Lease, result: bytes) -> Call:
-        k = self.keys
-        return (
-            load("complete"),
-            [k["active"], self.job_key(lease.id), k["done"], k["inflight"]],
-            [lease.id, lease.attempt, self.options.keep_done_ms, result],
-        )
-
-    def _complete_batch_call(self, finished: Sequence[tuple[Lease, bytes]]) -> Call:
-        k = self.keys
-        keys = [k["active"], k["done"], k["inflight"]]
-        args: list[str | bytes | int] = [self.options.keep_done_ms]
-        for lease, result in finished:
-            keys.append(self.job_key(lease.id))
-            args += (lease.id, lease.attempt, result)
-        return (load("complete_batch"), keys, args)
+    def _result(self, result: object) -> bytes:
+        if not isinstance(result, bytes | bytearray | memoryview):
+            raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
+        return bytes(result)
 
     def _complete_batches(self, finished: Sequence[tuple[Lease, bytes]]) -> list[Call]:
         # One complete_batch call per _FINISH_BATCH attempts: each call stays short (the
-        # server runs nothing else meanwhile) and within Lua's unpack limit.
-        return [self._complete_batch_call(finished[i : i + _FINISH_BATCH])
-                for i in range(0, len(finished), _FINISH_BATCH)]
+        # server runs nothing else meanwhile).
+        checked = [(self._lease(x), self._result(r)) for x, r in finished]
+        return [p.complete_batch(self.k, checked[i : i + _FINISH_BATCH],
+                                 keep_ms=self.options.keep_done_ms)
+                for i in range(0, len(checked), _FINISH_BATCH)]
 
     async def complete(self, lease: Lease, result: bytes = b"") -> Completion:
         """Finish an attempt (fenced). STALE if the attempt no longer holds the job."""
-        script, keys, args = self._complete_call(lease, result)
-        reply = await self.connector.eval(script, keys, args)
-        return Completion.COMPLETED if reply == 1 else Completion.STALE
+        call = p.complete(self.k, self._lease(lease), keep_ms=self.options.keep_done_ms,
+                          result=self._result(result))
+        return p.decode_completion(await self.connector.eval(*call))
 
     async def complete_many(
         self, leases: Sequence[Lease], results: Sequence[bytes] | None = None
@@ -350,11 +282,12 @@ class AsyncQueue(AsyncUpkeep):
         instead of per attempt: about half the server's CPU); one verdict per lease, in order.
         """
         res = results if results is not None else [b""] * len(leases)
+        if len(res) != len(leases):
+            raise InvalidArgument(f"{len(leases)} leases but {len(res)} results")
         if not leases:
             return []
-        replies = await self.connector.pipeline(
-            self._complete_batches(list(zip(leases, res, strict=True))))
-        return _verdicts(replies)
+        replies = await self.connector.pipeline(self._complete_batches(list(zip(leases, res, strict=True))))
+        return p.decode_completions(replies)
 
     async def settle(
         self, finished: Sequence[tuple[Lease, bytes]], *, count: int, lease_ms: int,
@@ -363,37 +296,36 @@ class AsyncQueue(AsyncUpkeep):
         """Complete ``finished`` attempts, claim up to ``count`` of ``candidates`` and peek
         the next ``window`` candidates, all in one flush (one round trip).
 
-        Each completion is its own fenced ``complete`` call with its own verdict; the claim
-        is the ``claim`` script on ids peeked by an earlier flush, so it re-checks every
+        Each completion is fenced on its own with its own verdict; the claim is the
+        ``claim`` script on ids peeked by an earlier flush, so it re-checks every
         candidate on the server (docs/decisions/0002) and skips those that moved; the peek
         runs after the claim, so its ids are the next candidates. ``count`` 0 or no
         candidates: no claim; ``window`` 0: no peek. Returns (verdicts in input order,
         leases, next candidates).
         """
-        if count < 0 or lease_ms < 1 or window < 0:
-            raise ValueError("count and window must be >= 0 and lease_ms >= 1")
+        p.check_int("count", count, 0, p.MAX_COUNT)
+        p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
+        p.check_int("window", window, 0, p.MAX_WINDOW)
         calls = self._complete_batches(finished)
         nb = len(calls)
         claim = bool(count and candidates)
         if claim:
-            calls.append(self._claim_call(candidates, count, lease_ms))
-        reads = [("ZRANGE", self.keys["pending"], 0, window - 1)] if window else []
+            calls.append(p.claim(self.k, candidates, count=count, lease_ms=lease_ms))
+        # The peek is a read after the calls (sent again if a call had to be reloaded), so
+        # it sees the claim: its ids are the next candidates.
+        reads = [p.peek(self.k, "pending", start=0, count=window)] if window else []
         replies = await self.connector.flush(calls, reads)
-        done = _verdicts(replies[:nb])
-        if claim and isinstance(replies[nb], Exception):
-            raise replies[nb]
-        leases = self._leases(replies[nb]) if claim else []
-        return done, leases, list(replies[len(calls)]) if window else []
+        done = p.decode_completions(replies[:nb])
+        leases = p.decode_leases(self.name, replies[nb]) if claim else []
+        return done, leases, p.decode_ids(replies[-1]) if window else []
 
     async def _retry(self, lease: Lease, delay_ms: int, error: str, mode: str) -> RetryOutcome:
-        if delay_ms < 0:
-            raise ValueError("delay_ms must be >= 0")
-        k = self.keys
-        keys = [k["active"], self.job_key(lease.id), k["delayed"], k["dead"], k["inflight"],
-                k["pending"], k["lanes"], k["meta"], k["wake"]]
-        args = [lease.id, lease.attempt, int(delay_ms), self.options.max_attempts, error, mode]
-        reply = await self.connector.eval(load("retry"), keys, args)
-        return {1: RetryOutcome.SCHEDULED, 2: RetryOutcome.DEAD}.get(reply, RetryOutcome.STALE)
+        p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be a str, not {type(error).__name__}")
+        call = p.retry(self.k, self._lease(lease), delay_ms=delay_ms,
+                       max_attempts=self.options.max_attempts, error=error, mode=mode)
+        return p.decode_retry(await self.connector.eval(*call))
 
     async def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
         """Record a failed attempt; run again after ``delay_ms``, or dead at the limit."""
@@ -405,5 +337,4 @@ class AsyncQueue(AsyncUpkeep):
 
     async def job(self, job_id: str) -> dict[str, bytes] | None:
         """The row of one job, or None."""
-        row = await self.connector.command("HGETALL", self.job_key(job_id))
-        return {_text(f): v for f, v in row.items()} if row else None
+        return p.decode_row(await self.connector.eval(*p.row(self.k, job_id)))

@@ -1,8 +1,8 @@
 #!lua
 -- name: admit
 -- summary: Admit one job with options: onto a lane, delayed until later, with its own
---   attempt limit. Same kind check and duplicate refusal as enqueue; every argument is
---   checked before the first write.
+--   attempt limit. Same kind check and duplicate refusal as enqueue; every argument, the
+--   shape of KEYS and the version fence are checked before the first write.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set of ready jobs
 -- KEYS[3] delayed: emq:{q}:delayed, sorted set, score = due time (server ms)
@@ -12,29 +12,38 @@
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- ARGV[3] lane: lane name, '' for none
--- ARGV[4] delay_ms: 0 for now, else milliseconds from the server's now
+-- ARGV[4] delay_ms: 0 for now, else milliseconds from the server's now (at most 366 days)
 -- ARGV[5] serial: '1' to hold the lane to one job in flight, else '0'
--- ARGV[6] max_attempts: the job's failure limit, '' for the consumer's default
+-- ARGV[6] max_attempts: the job's failure limit (1..10000), '' for the consumer's default
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
--- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument; nothing written
+-- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument; EMQKEYS keys
+--   not this id's queue; EMQVERSION another major version; nothing written
 -- @include now
 -- @include pend
-if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
+-- @include fence
+-- @include shape
+if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
+local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 6)
+if bad then return bad end
 local delay = tonumber(ARGV[4])
-if not delay or delay < 0 or delay ~= math.floor(delay) then
-  return redis.error_reply('EMQARG delay_ms must be a non-negative integer')
+if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) then
+  return redis.error_reply('EMQARG delay_ms must be an integer in 0..31622400000')
 end
 if ARGV[5] ~= '0' and ARGV[5] ~= '1' then
   return redis.error_reply('EMQARG serial must be 0 or 1')
 end
-if ARGV[6] ~= '' and not tonumber(ARGV[6]) then
-  return redis.error_reply('EMQARG max_attempts must be an integer')
+local max = tonumber(ARGV[6])
+if ARGV[6] ~= '' and (not max or max < 1 or max > 10000 or max ~= math.floor(max)) then
+  return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
 end
+local refused, known = fence(KEYS[5])
+if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
+if not known then redis.call('HSET', KEYS[5], 'protocol', PROTOCOL) end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'lane', ARGV[3], 'serial', ARGV[5])

@@ -7,17 +7,22 @@
 -- KEYS[1] pending: emq:{q}:pending
 -- KEYS[2] delayed: emq:{q}:delayed
 -- KEYS[3] inflight: emq:{q}:inflight
--- KEYS[4..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
+-- KEYS[4] meta: emq:{q}:meta
+-- KEYS[5..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
 -- ARGV[1..] ids: the candidate ids
 -- RETURNS: the number of jobs deleted
--- ERRORS: EMQARG KEYS and ARGV do not line up; nothing written
+-- ERRORS: EMQKEYS job keys not the ids' or not this queue's; EMQVERSION another major
+--   version; nothing written
 -- @include release
-if #KEYS ~= #ARGV + 3 then
-  return redis.error_reply('EMQARG one job key per candidate id required')
-end
+-- @include fence
+-- @include shape
+local bad = shape({'pending', 'delayed', 'inflight', 'meta'}, 0, 4, 0)
+if bad then return bad end
+local refused = fence(KEYS[4])
+if refused then return refused end
 local removed = 0
 for i = 1, #ARGV do
-  local id, job = ARGV[i], KEYS[i + 3]
+  local id, job = ARGV[i], KEYS[i + 4]
   local row = redis.call('HMGET', job, 'state', 'lane')
   local set = (row[1] == 'pending' and KEYS[1]) or (row[1] == 'delayed' and KEYS[2]) or nil
   if set and redis.call('ZREM', set, id) == 1 then

@@ -10,17 +10,27 @@
 -- KEYS[4] meta: emq:{q}:meta
 -- KEYS[5] inflight: emq:{q}:inflight, hash, serial lane -> the job holding it
 -- KEYS[6..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
--- ARGV[1] lease_ms: lease length in milliseconds
--- ARGV[2] count: most jobs to lease
+-- ARGV[1] lease_ms: lease length in milliseconds, 1..86400000
+-- ARGV[2] count: most jobs to lease, 0..10000
 -- ARGV[3..] ids: the candidate ids
 -- RETURNS: flat array, 5 per leased job: id, attempt, payload, lane ('' for none), deadline
--- ERRORS: EMQARG a malformed argument; nothing written
+-- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
+--   EMQVERSION another major version; nothing written
 -- @include now
+-- @include fence
+-- @include shape
+local bad = shape({'pending', 'active', 'lanes', 'meta', 'inflight'}, 2, 5, 2)
+if bad then return bad end
 local lease = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-if not lease or lease <= 0 or not count or count < 0 then
-  return redis.error_reply('EMQARG lease_ms and count must be positive numbers')
+if not lease or lease < 1 or lease > 86400000 or lease ~= math.floor(lease) then
+  return redis.error_reply('EMQARG lease_ms must be an integer in 1..86400000')
 end
+if not count or count < 0 or count > 10000 or count ~= math.floor(count) then
+  return redis.error_reply('EMQARG count must be an integer in 0..10000')
+end
+local refused = fence(KEYS[4])
+if refused then return refused end
 local now = now_ms()
 local deadline = now + lease
 local out = {}

@@ -10,24 +10,33 @@
 -- KEYS[2] job: emq:{q}:job:<id>
 -- KEYS[3] done: emq:{q}:done, sorted set, score = finish time (server ms)
 -- KEYS[4] inflight: emq:{q}:inflight
+-- KEYS[5] meta: emq:{q}:meta
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
--- ARGV[3] keep_ms: retention of the finished row, 0 to delete it now
+-- ARGV[3] keep_ms: retention of the finished row, 0..31622400000; 0 deletes it now
 -- ARGV[4] result: bytes to keep in the row as 'result' ('' for none)
 -- RETURNS: 1 completed | 0 stale (the attempt no longer holds a live lease; nothing changed)
--- ERRORS: EMQARG a malformed argument
+-- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
+--   major version; nothing written
 -- @include now
 -- @include release
+-- @include fence
+-- @include shape
+local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'done', 'inflight', 'meta'}, 4)
+if bad then return bad end
 local keep = tonumber(ARGV[3])
-if not keep or keep < 0 then
-  return redis.error_reply('EMQARG keep_ms must be a non-negative number')
+if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
+  return redis.error_reply('EMQARG keep_ms must be an integer in 0..31622400000')
 end
+local refused = fence(KEYS[5])
+if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane')
 local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
-if row[1] ~= 'active' or row[2] ~= ARGV[2] or not deadline or tonumber(deadline) < now then
-  return 0
-end
+if row[1] ~= 'active' then return 0 end -- not running
+if row[2] ~= ARGV[2] then return 0 end -- fence: another attempt holds it
+if not deadline then return 0 end -- no lease
+if tonumber(deadline) < now then return 0 end -- fence: the lease deadline passed
 redis.call('ZREM', KEYS[1], ARGV[1])
 release(KEYS[4], row[3], ARGV[1])
 if keep == 0 then

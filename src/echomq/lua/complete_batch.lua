@@ -3,35 +3,61 @@
 -- summary: Finish several attempts in one call, each exactly as `complete` does: fenced by
 --   (id, attempt) and by its live lease on the server clock, the lease cleared in the same
 --   step, the row kept for keep_ms in the done set without its payload (or deleted when
---   keep_ms is 0). One
---   verdict per attempt; a stale attempt changes nothing. Bounded by the caller's batch.
+--   keep_ms is 0). One verdict per attempt; a stale attempt changes nothing. Every check
+--   precedes the first write, and the batch's set updates go out in slices of 256 (no
+--   unbounded unpack).
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] done: emq:{q}:done, sorted set, score = finish time (server ms)
 -- KEYS[3] inflight: emq:{q}:inflight
--- KEYS[4..] jobs: emq:{q}:job:<id> for each attempt, in the order of the id/attempt pairs
--- ARGV[1] keep_ms: retention of the finished rows, 0 to delete them now
+-- KEYS[4] meta: emq:{q}:meta
+-- KEYS[5..] jobs: emq:{q}:job:<id> for each attempt, in the order of the id/attempt pairs
+-- ARGV[1] keep_ms: retention of the finished rows, 0..31622400000; 0 deletes them now
 -- ARGV[2..] attempts: id, attempt and result ('' for none) of each attempt, flat
 -- RETURNS: array, one per attempt in order: 1 completed | 0 stale
--- ERRORS: EMQARG a malformed argument; nothing written
+-- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
+--   EMQVERSION another major version; nothing written
 -- @include now
 -- @include release
-local keep = tonumber(ARGV[1])
-local n = #KEYS - 3
-if not keep or keep < 0 or #ARGV ~= 1 + 3 * n then
-  return redis.error_reply('EMQARG keep_ms must be >= 0, with id, attempt, result per job key')
+-- @include fence
+-- @include shape
+local bad = shape({'active', 'done', 'inflight', 'meta'}, 1, 4, nil) -- jobs checked below
+local n = #KEYS - 4
+if bad or #ARGV ~= 1 + 3 * n then
+  return bad or redis.error_reply('EMQKEYS one job key per id, attempt, result triple expected')
 end
-local now = now_ms()
-local out, gone, done = {}, {}, {}
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'active') .. 'job:'
 for i = 1, n do
-  local job, id, attempt, result = KEYS[i + 3], ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
-  local row = redis.call('HMGET', job, 'state', 'attempts', 'lane')
+  if KEYS[i + 4] ~= prefix .. ARGV[3 * i - 1] then
+    return redis.error_reply('EMQKEYS KEYS[' .. (i + 4) .. '] is not the job of its id')
+  end
+end
+local keep = tonumber(ARGV[1])
+if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
+  return redis.error_reply('EMQARG keep_ms must be an integer in 0..31622400000')
+end
+local refused = fence(KEYS[4])
+if refused then return refused end
+local now = now_ms()
+local out, won, seen = {}, {}, {}
+for i = 1, n do -- reads only: which attempts hold a live lease
+  local id, attempt = ARGV[3 * i - 1], ARGV[3 * i]
+  local row = redis.call('HMGET', KEYS[i + 4], 'state', 'attempts', 'lane')
   local deadline = redis.call('ZSCORE', KEYS[1], id)
-  if row[1] ~= 'active' or row[2] ~= attempt or not deadline or tonumber(deadline) < now then
-    out[i] = 0
-  else
-    out[i] = 1
+  local live = row[1] == 'active' -- the job is running
+  live = live and row[2] == attempt -- fence: this attempt holds it
+  live = live and deadline ~= false -- it has a lease
+  live = live and tonumber(deadline) >= now -- fence: the lease deadline has not passed
+  live = live and not seen[id] -- the same attempt twice in one batch finishes once
+  out[i] = live and 1 or 0
+  if live then won[#won + 1], seen[id] = {i, row[3]}, true end
+end
+for s = 1, #won, 256 do -- writes, in slices: ZREM/ZADD take at most 256 members each
+  local gone, done = {}, {}
+  for w = s, math.min(s + 255, #won) do
+    local i, lane = won[w][1], won[w][2]
+    local job, id, result = KEYS[i + 4], ARGV[3 * i - 1], ARGV[3 * i + 1]
     gone[#gone + 1] = id
-    release(KEYS[3], row[3], id)
+    release(KEYS[3], lane, id)
     if keep == 0 then
       redis.call('DEL', job)
     else
@@ -45,8 +71,7 @@ for i = 1, n do
       done[#done + 1] = id
     end
   end
+  redis.call('ZREM', KEYS[1], unpack(gone))
+  if #done > 0 then redis.call('ZADD', KEYS[2], unpack(done)) end
 end
--- One ZREM and one ZADD for the batch (the caller bounds it; unpack takes thousands).
-if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
-if #done > 0 then redis.call('ZADD', KEYS[2], unpack(done)) end
 return out

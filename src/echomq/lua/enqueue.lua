@@ -2,20 +2,30 @@
 -- name: enqueue
 -- summary: Admit one job onto the pending set (seed 000 §3 @enqueue, verbatim in behaviour).
 --   Refuses a non-JOB id before any write and a duplicate id without writing;
---   the row and the pending entry land together or not at all.
+--   the row and the pending entry land together or not at all. Every check (kind, the
+--   shape of KEYS, the version fence) precedes the first write.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score 0
 -- KEYS[3] wake: emq:{q}:wake, shard channel, told the id when pending stops being empty
+-- KEYS[4] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission)
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
--- ERRORS: EMQKIND the id is not JOB-namespaced; nothing written
-if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
+-- ERRORS: EMQKIND the id is not JOB-namespaced; EMQKEYS keys not this id's queue;
+--   EMQVERSION another major version; nothing written
+-- @include fence
+-- @include shape
+if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
+local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta'}, 2)
+if bad then return bad end
+local refused, known = fence(KEYS[4])
+if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
+if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL) end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 if redis.call('ZCARD', KEYS[2]) == 1 then

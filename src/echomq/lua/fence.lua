@@ -1,18 +1,24 @@
 #!lua flags=allow-oom
 -- name: fence
--- summary: The protocol version fence. Records the client's protocol version on a queue
---   that has none; accepts the same major version; refuses any other.
+-- summary: The protocol version fence on its own (every other script runs it too).
+--   Records this bundle's protocol version on a queue that has none; accepts the same
+--   major version; refuses any other.
 -- KEYS[1] meta: emq:{q}:meta
--- ARGV[1] version: the client's protocol, e.g. 'echomq:3.0.0'
+-- ARGV[1] version: the client's protocol, which must be this bundle's ('echomq:3.0.0')
 -- RETURNS: the version recorded for the queue
--- ERRORS: EMQVERSION the queue was written by an incompatible major version; nothing written
-local recorded = redis.call('HGET', KEYS[1], 'protocol')
-if not recorded then
-  redis.call('HSET', KEYS[1], 'protocol', ARGV[1])
-  return ARGV[1]
+-- ERRORS: EMQARG a version other than the bundle's; EMQKEYS not a meta key;
+--   EMQVERSION the queue was written by an incompatible major version; nothing written
+-- @include fence
+-- @include shape
+local bad = shape({'meta'}, 1)
+if bad then return bad end
+if ARGV[1] ~= PROTOCOL then
+  return redis.error_reply('EMQARG version must be ' .. PROTOCOL)
 end
-local function major(v) return string.match(v, '^echomq:(%d+)%.') end
-if major(recorded) == nil or major(recorded) ~= major(ARGV[1]) then
-  return redis.error_reply('EMQVERSION queue speaks ' .. recorded .. ', client speaks ' .. ARGV[1])
+local refused, known = fence(KEYS[1])
+if refused then return refused end
+if not known then
+  redis.call('HSET', KEYS[1], 'protocol', PROTOCOL)
+  return PROTOCOL
 end
-return recorded
+return redis.call('HGET', KEYS[1], 'protocol')

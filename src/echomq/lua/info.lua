@@ -13,12 +13,20 @@
 -- KEYS[8] about: emq:{q}:workers:about
 -- ARGV[1] window_ms: the window of the recent counts
 -- RETURNS: {exists, pending, active, delayed, done, dead, done_recent, dead_recent, now, overdue, first_unlaned, first_laned, {name, deadline, about per live worker}}
--- ERRORS: EMQARG a malformed argument
+-- ERRORS: EMQARG a malformed argument; EMQKEYS keys not one queue's; EMQVERSION another
+--   major version
 -- @include now
+-- @include fence
+-- @include shape
+local bad = shape({'pending', 'active', 'delayed', 'done', 'dead', 'meta', 'workers',
+                   'workers:about'}, 1)
+if bad then return bad end
 local window = tonumber(ARGV[1])
 if not window or window < 0 then
   return redis.error_reply('EMQARG window_ms must be >= 0')
 end
+local refused = fence(KEYS[6])
+if refused then return refused end
 local now = now_ms()
 local since = '(' .. fmt(now - window)
 local out = {redis.call('EXISTS', KEYS[6])}

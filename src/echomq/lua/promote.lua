@@ -11,15 +11,22 @@
 -- KEYS[7..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
 -- ARGV[1..] ids: the candidate ids
 -- RETURNS: the number of jobs promoted
--- ERRORS: none
+-- ERRORS: EMQKEYS job keys not the ids' or not this queue's; EMQVERSION another major
+--   version; nothing written
 -- @include now
 -- @include pend
+-- @include fence
+-- @include shape
+local bad = shape({'delayed', 'pending', 'lanes', 'meta', 'wake', 'inflight'}, 0, 6, 0)
+if bad then return bad end
+local refused = fence(KEYS[4])
+if refused then return refused end
 local now = now_ms()
 local moved = 0
 for i = 1, #ARGV do
   local id, job = ARGV[i], KEYS[i + 6]
   local due = redis.call('ZSCORE', KEYS[1], id)
-  if due and tonumber(due) <= now then
+  if due and tonumber(due) <= now then -- threshold: due on the server clock
     redis.call('ZREM', KEYS[1], id)
     if redis.call('EXISTS', job) == 1 then
       redis.call('HSET', job, 'state', 'pending')

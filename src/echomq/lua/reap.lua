@@ -12,28 +12,35 @@
 -- KEYS[6] inflight: emq:{q}:inflight
 -- KEYS[7] wake: emq:{q}:wake
 -- KEYS[8..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[2..] order
--- ARGV[1] max_attempts: failure limit when the row names none
+-- ARGV[1] max_attempts: failure limit when the row names none, 1..10000
 -- ARGV[2..] ids: the candidate ids
 -- RETURNS: {requeued, dead}
--- ERRORS: EMQARG a malformed argument; nothing written
+-- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
+--   EMQVERSION another major version; nothing written
 -- @include now
 -- @include pend
 -- @include release
+-- @include fence
+-- @include shape
+local bad = shape({'active', 'pending', 'dead', 'lanes', 'meta', 'inflight', 'wake'}, 1, 7, 1)
+if bad then return bad end
 local limit = tonumber(ARGV[1])
-if not limit or limit < 1 then
-  return redis.error_reply('EMQARG max_attempts must be >= 1')
+if not limit or limit < 1 or limit > 10000 or limit ~= math.floor(limit) then
+  return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
 end
+local refused = fence(KEYS[5])
+if refused then return refused end
 local now = now_ms()
 local requeued, dead = 0, 0
 for i = 2, #ARGV do
   local id, job = ARGV[i], KEYS[i + 6]
   local deadline = redis.call('ZSCORE', KEYS[1], id)
-  if deadline and tonumber(deadline) <= now then
+  if deadline and tonumber(deadline) <= now then -- threshold: the lease expired
     redis.call('ZREM', KEYS[1], id)
     local row = redis.call('HMGET', job, 'state', 'failures', 'max', 'lane')
     if row[1] then
       local failures = (tonumber(row[2]) or 0) + 1
-      if failures >= (tonumber(row[3]) or limit) then
+      if failures >= (tonumber(row[3]) or limit) then -- threshold: the failure limit
         redis.call('HSET', job, 'state', 'dead', 'failures', failures, 'error', 'lease expired')
         redis.call('ZADD', KEYS[3], now, id)
         release(KEYS[6], row[4], id)

@@ -9,10 +9,17 @@
 -- KEYS[5] wake: emq:{q}:wake
 -- KEYS[6..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
 -- ARGV[1..] ids: the candidate ids
--- RETURNS: the number of jobs requeued
--- ERRORS: none
+-- RETURNS: {requeued, dead jobs left in the set}
+-- ERRORS: EMQKEYS job keys not the ids' or not this queue's; EMQVERSION another major
+--   version; nothing written
 -- @include now
 -- @include pend
+-- @include fence
+-- @include shape
+local bad = shape({'dead', 'pending', 'lanes', 'meta', 'wake'}, 0, 5, 0)
+if bad then return bad end
+local refused = fence(KEYS[4])
+if refused then return refused end
 local moved = 0
 for i = 1, #ARGV do
   local id, job = ARGV[i], KEYS[i + 5]
@@ -22,4 +29,4 @@ for i = 1, #ARGV do
     moved = moved + 1
   end
 end
-return moved
+return {moved, redis.call('ZCARD', KEYS[1])}

@@ -1,9 +1,9 @@
 #!lua flags=allow-oom
 -- name: retry
--- summary: End one attempt without success, fenced by (id, attempt) and its live lease, and schedule the job
---   again after delay_ms (to pending at once when 0). mode 'fail' counts a failure and
---   keeps the error; at max_attempts failures the job goes to the dead set instead.
---   mode 'defer' (a rate budget said "later") counts nothing. The attempt counter itself
+-- summary: End one attempt without success, fenced by (id, attempt) and its live lease, and
+--   schedule the job again after delay_ms (to pending at once when 0). mode 'fail' counts a
+--   failure and keeps the error; at max_attempts failures the job goes to the dead set
+--   instead. mode 'defer' (a rate budget said "later") counts nothing. The attempt counter
 --   only ever grows: it is the fencing token. A serial lane stays held until the job ends.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
@@ -16,34 +16,46 @@
 -- KEYS[9] wake: emq:{q}:wake
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
--- ARGV[3] delay_ms: wait before the job is pending again
--- ARGV[4] max_attempts: failure limit when the row names none
+-- ARGV[3] delay_ms: wait before the job is pending again, 0..31622400000
+-- ARGV[4] max_attempts: failure limit when the row names none, 1..10000
 -- ARGV[5] error: text kept in the row as 'error' (mode fail)
 -- ARGV[6] mode: 'fail' or 'defer'
 -- RETURNS: 1 scheduled again | 2 dead | 0 stale (nothing changed)
--- ERRORS: EMQARG a malformed argument; nothing written
+-- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
+--   major version; nothing written
 -- @include now
 -- @include pend
 -- @include release
+-- @include fence
+-- @include shape
+local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'delayed', 'dead', 'inflight', 'pending',
+                   'lanes', 'meta', 'wake'}, 6)
+if bad then return bad end
 local delay = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
-if not delay or delay < 0 or not limit or limit < 1 then
-  return redis.error_reply('EMQARG delay_ms >= 0 and max_attempts >= 1 required')
+if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) then
+  return redis.error_reply('EMQARG delay_ms must be an integer in 0..31622400000')
+end
+if not limit or limit < 1 or limit > 10000 or limit ~= math.floor(limit) then
+  return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
 end
 if ARGV[6] ~= 'fail' and ARGV[6] ~= 'defer' then
   return redis.error_reply('EMQARG mode must be fail or defer')
 end
+local refused = fence(KEYS[8])
+if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane')
 local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
-if row[1] ~= 'active' or row[2] ~= ARGV[2] or not current or tonumber(current) < now then
-  return 0
-end
+if row[1] ~= 'active' then return 0 end -- not running
+if row[2] ~= ARGV[2] then return 0 end -- fence: another attempt holds it
+if not current then return 0 end -- no lease
+if tonumber(current) < now then return 0 end -- fence: the lease deadline passed
 redis.call('ZREM', KEYS[1], ARGV[1])
 if ARGV[6] == 'fail' then
-  local failures = redis.call('HINCRBY', KEYS[2], 'failures', 1)
-  redis.call('HSET', KEYS[2], 'error', ARGV[5])
-  if failures >= (tonumber(row[3]) or limit) then
+  local failures = (tonumber(row[4]) or 0) + 1
+  redis.call('HSET', KEYS[2], 'failures', failures, 'error', ARGV[5])
+  if failures >= (tonumber(row[3]) or limit) then -- threshold: the failure limit
     redis.call('HSET', KEYS[2], 'state', 'dead')
     redis.call('ZADD', KEYS[4], now, ARGV[1])
     release(KEYS[5], row[5], ARGV[1])

@@ -6,8 +6,15 @@
 -- KEYS[3] delayed: emq:{q}:delayed
 -- KEYS[4] done: emq:{q}:done
 -- KEYS[5] dead: emq:{q}:dead
+-- KEYS[6] meta: emq:{q}:meta
 -- RETURNS: {pending, active, delayed, done, dead}
--- ERRORS: none
+-- ERRORS: EMQKEYS keys not one queue's; EMQVERSION another major version
+-- @include fence
+-- @include shape
+local bad = shape({'pending', 'active', 'delayed', 'done', 'dead', 'meta'}, 0)
+if bad then return bad end
+local refused = fence(KEYS[6])
+if refused then return refused end
 local out = {}
 for i = 1, 5 do out[i] = redis.call('ZCARD', KEYS[i]) end
 return out
