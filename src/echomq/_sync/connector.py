@@ -69,6 +69,12 @@ def is_transient(exc: BaseException) -> bool:
     )
 
 
+def _unrun(reply: Any) -> bool:
+    """A reply that says its call did not run, or may be outlived: send the call again."""
+    return isinstance(reply, rex.NoScriptError) or (
+        isinstance(reply, Exception) and is_transient(reply))
+
+
 def check_calls(calls: Sequence[Call]) -> None:
     """Refuse a call whose shape does not fit its script's contract, before any I/O."""
     for script, keys, args in calls:
@@ -181,29 +187,26 @@ class Connector:
                     asking: bool, bulk: bool, out: list[Any]) -> list[list[Any]]:
         """One attempt at ``calls`` then ``reads``; raw replies, errors in place.
 
-        Sends only ``calls[len(out):]`` (the caller's ``out`` keeps the replies of an
-        earlier attempt that failed part way). Call replies go to ``out``; the return
-        value holds the read replies of each round: a NOSCRIPT round sends the reads
-        again, so they see the effects of every call. A transient error reply cuts
-        ``out`` where it stands and is raised, so a retry resends from there.
+        ``out`` carries the call replies across attempts: a call is sent when it has no
+        reply yet, or when its reply says it did not run (NOSCRIPT) or may be outlived (a
+        transient error reply); a call that ran is never sent again. The return value
+        holds the read replies of each round: a NOSCRIPT round sends the reads again, so
+        they see the effects of every call. A transient error reply is raised after the
+        round, so the retry budget decides whether to try again.
         """
-        start = len(out)
-        step = flush or max(len(calls) - start, 1)
+        todo = [i for i, v in enumerate(out) if _unrun(v)] + list(range(len(out), len(calls)))
+        step = flush or max(len(todo), 1)
         rounds: list[list[Any]] = []
-        todo = list(range(start, len(calls)))
         for _ in range(_NOSCRIPT_ROUNDS + 1):
             got: list[Any] = []
             try:
                 self._transmit([calls[i] for i in todo], reads, step, asking, bulk, got)
-            finally:
-                answered = min(len(got), len(todo))
-                if todo and todo[0] == len(out):  # the first round: contiguous, resumable
-                    out += got[:answered]
-                else:
-                    for i, value in zip(todo, got[:answered], strict=False):
+            finally:  # keep what was answered, even when the connection broke part way
+                for i, value in zip(todo, got[: len(todo)], strict=False):
+                    if i < len(out):
                         out[i] = value
-                    if answered < len(todo):
-                        del out[todo[0]:]  # a later round broke: resend from its first call
+                    else:
+                        out.append(value)  # todo ascends past len(out): in order
             rounds.append(got[len(todo):])
             todo = [i for i in todo if isinstance(out[i], rex.NoScriptError)]
             lost = [r.script for r, g in zip(reads, rounds[-1], strict=True)
@@ -214,12 +217,7 @@ class Connector:
             # (and the reads) again.
             for script in {s.sha: s for s in [*(calls[i][0] for i in todo), *lost]}.values():
                 self.client.execute_command("SCRIPT", "LOAD", script.source)
-        for i in range(start, len(out)):
-            if isinstance(out[i], Exception) and is_transient(out[i]):
-                failure = out[i]
-                del out[i:]
-                raise failure
-        for value in rounds[-1]:
+        for value in [*out, *rounds[-1]]:
             if isinstance(value, Exception) and is_transient(value):
                 raise value
         return rounds
