@@ -1,0 +1,131 @@
+"""Every key a script touches is in its KEYS (the project's rule; the server does not check it).
+
+Valkey 7+ refuses a script's cross-slot access on a cluster, but not access to a key
+missing from KEYS (checked on 8.1: a script may read any key of its slot). So the rule is
+enforced here: each script runs as a *checked twin* whose every ``redis.call`` first
+checks that its key is one of KEYS, through the real queue API on a real server, until
+every script of the bundle has run. The shape check in each script (``EMQKEYS``) keeps
+the job keys in KEYS the ones its ARGV names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from functools import cache
+from typing import Any
+
+import pytest
+import redis
+
+from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, generate
+from echomq.info import queue_info
+from echomq.protocol import Call
+from echomq.registry import Registration
+from echomq.scripts import Script, bundle, parse
+
+_PRELUDE = """local __declared = {}
+for _, k in ipairs(KEYS) do __declared[k] = true end
+local function __checked(cmd, key, ...)
+  if key == nil and string.upper(cmd) == 'TIME' then return redis.call(cmd) end
+  if not __declared[key] then
+    error('EMQUNDECLARED ' .. cmd .. ' on ' .. tostring(key) .. ', not in KEYS')
+  end
+  return redis.call(cmd, key, ...)
+end
+"""
+
+
+@cache
+def _twin(script: Script) -> Script:
+    """``script`` with every ``redis.call`` checked against KEYS (same name and contract)."""
+    head, body = script.source.split("\n", 1)
+    assert "redis.call(" in body, script.name
+    source = f"{head}\n{_PRELUDE}{body.replace('redis.call(', '__checked(')}"
+    return dataclasses.replace(script, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
+
+
+class Checked:
+    """A connector that runs the checked twin of every script it is given."""
+
+    def __init__(self, inner: AsyncConnector) -> None:
+        self.inner = inner
+        self.ran: set[str] = set()
+
+    def _call(self, call: Any) -> Call:
+        script, keys, args = call
+        self.ran.add(script.name)
+        return Call(_twin(script), keys, args)
+
+    async def eval(self, script: Script, keys: Any, args: Any) -> Any:
+        return await self.inner.eval(*self._call((script, keys, args)))
+
+    async def pipeline(self, calls: Any, **kw: Any) -> list[Any]:
+        return await self.inner.pipeline([self._call(c) for c in calls], **kw)
+
+    async def flush(self, calls: Any, reads: Any = ()) -> list[Any]:
+        reads = [self._call(r) if isinstance(r, Call) else r for r in reads]
+        return await self.inner.flush([self._call(c) for c in calls], reads)
+
+    async def pipeline_wait(self, calls: Any, **kw: Any) -> Any:
+        return await self.inner.pipeline_wait([self._call(c) for c in calls], **kw)
+
+    async def load(self, script: Script) -> None:
+        await self.inner.load(_twin(script))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_the_checked_twin_catches_an_undeclared_key(conn: AsyncConnector, qname: str) -> None:
+    sneaky = parse("sneaky", "#!lua\n-- name: sneaky\n-- summary: x\n-- KEYS[1] a: a key\n"
+                             "-- RETURNS: x\n-- ERRORS: none\n"
+                             "return redis.call('GET', string.sub(KEYS[1], 1, -2) .. 'other')\n")
+    key = f"emq:{{{qname}}}:a"
+    assert await conn.eval(sneaky, [key], []) is None  # the server allows it (same slot) ...
+    with pytest.raises(ServerError, match="EMQUNDECLARED"):
+        await conn.eval(_twin(sneaky), [key], [])  # ... the twin does not
+
+
+async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector, qname: str,
+                                                           raw: redis.Redis) -> None:
+    c = Checked(conn)
+    q = AsyncQueue(c, qname, options=QueueOptions(keep_done_ms=1, keep_dead_ms=1))  # type: ignore[arg-type]
+    one = AsyncQueue(c, qname, options=QueueOptions(max_attempts=1))  # type: ignore[arg-type]
+    await q.fence()
+    await q.enqueue_many([(generate("JOB"), b"a") for _ in range(6)])
+    await q.enqueue(generate("JOB"), b"b")
+    await q.admit(generate("JOB"), b"c", lane="s", serial=True)
+    await q.admit(generate("JOB"), b"d", delay_ms=1)
+    await q.admit_many([(generate("JOB"), b"e", "f")])
+    a, b, c1, d, e, f, g = await q.claim(7, lease_ms=60_000)
+    await q.heartbeat(a, lease_ms=60_000)
+    await q.heartbeat_many([b], lease_ms=60_000)
+    await q.complete(a, b"r")
+    await q.complete_many([b])
+    await q.settle([(c1, b"")], count=1, lease_ms=60_000, candidates=[], window=3)
+    await q.retry(d, delay_ms=5, error="boom")
+    await q.defer(e, delay_ms=0)
+    await one.retry(f, delay_ms=0, error="dead")
+    await one.retry(g, delay_ms=0, error="dead")
+    (dead, *_) = [v.id for v in await q.browse("dead")]
+    await q.requeue([dead])
+    await q.requeue_dead(limit=1)
+    while not await q.promote() and (await q.stats()).delayed:
+        pass
+    await q.claim(1, lease_ms=1)
+    while (await q.stats()).active and not sum(await q.reap()):
+        pass
+    waiting = [v.id for v in await q.browse("pending")]
+    await q.cancel(waiting[:1])
+    await q.purge("done", [a.id])
+    await q.purge_dead(limit=5)
+    await q.trim()
+    await q.job(a.id)
+    await q.pending_size()
+    await q.stats()
+    reg = Registration(c, [qname], name="w1")  # type: ignore[arg-type]
+    await reg.beat()
+    await queue_info(c, qname)  # type: ignore[arg-type]
+    await reg.remove()
+    assert c.ran == set(bundle()), set(bundle()) - c.ran
