@@ -339,6 +339,13 @@ def cancel(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
     return Call(_CANCEL, keys + [k.job_prefix + _text(i) for i in ids], list(ids))
 
 
+_TRACE_ATTACH = _layout("trace_attach", ("job", "meta"), ("traceparent",))
+
+
+def trace_attach(k: QueueKeys, job_id: str, traceparent: str) -> Call:
+    return Call(_TRACE_ATTACH, [k.job(job_id), k.meta], [traceparent])
+
+
 _BROWSE = _layout("browse", ("set", "meta", "jobs"), ("ids",))
 
 

@@ -35,7 +35,7 @@ from echomq._async.queue import AsyncQueue
 from echomq.errors import EchoMQError
 from echomq.model import Lease, Verdict
 from echomq.outcomes import Backoff, Defer, Outcome
-from echomq.scripts import load
+from echomq.protocol import trace_attach
 
 __all__ = ["JobTracer", "traced_admit"]
 
@@ -61,7 +61,7 @@ async def traced_admit(queue: AsyncQueue, job_id: str, payload: bytes, *, lane: 
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier)
         admit = queue._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts)
-        attach = (load("trace_attach"), [queue.job_key(job_id)], [carrier.get(_FIELD, "")])
+        attach = trace_attach(queue.k, job_id, carrier.get(_FIELD, ""))
         await queue.fence()
         replies = await queue.connector.pipeline([admit, attach])
         if isinstance(replies[0], Exception):

@@ -20,7 +20,7 @@ import redis
 
 from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, generate
 from echomq.info import queue_info
-from echomq.protocol import Call
+from echomq.protocol import Call, trace_attach
 from echomq.registry import Registration
 from echomq.scripts import Script, bundle, parse
 
@@ -94,7 +94,9 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     one = AsyncQueue(c, qname, options=QueueOptions(max_attempts=1))  # type: ignore[arg-type]
     await q.fence()
     await q.enqueue_many([(generate("JOB"), b"a") for _ in range(6)])
-    await q.enqueue(generate("JOB"), b"b")
+    traced = generate("JOB")
+    await q.enqueue(traced, b"b")
+    await c.eval(*trace_attach(q.k, traced, "00-" + "1" * 32 + "-" + "2" * 16 + "-01"))
     await q.admit(generate("JOB"), b"c", lane="s", serial=True)
     await q.admit(generate("JOB"), b"d", delay_ms=1)
     await q.admit_many([(generate("JOB"), b"e", "f")])
