@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -73,6 +75,25 @@ def emergency_stop() -> None:
     deadline = time.monotonic() + 1.5
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _end_with_parent() -> Callable[[], None] | None:
+    """A preexec function asking Linux to SIGTERM the child when its parent dies (so a
+    server in its own session never outlives a killed owner); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def valkey_binary(name: str = "valkey-server") -> Path:
@@ -161,9 +182,10 @@ class EmbeddedValkey:
             return self
         # Its own session (process group): a Ctrl-C in the terminal reaches this process
         # only, which stops the server itself, in order, instead of the server dying first.
+        # It still ends with this process: SIGTERM (a clean shutdown) when we die.
         self.process = subprocess.Popen(
             self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_end_with_parent(),
         )
         if not self._atexit:
             atexit.register(self.stop)
@@ -274,7 +296,6 @@ def serve_forever(*, port: int | None = None, data_dir: str | Path | None = None
 def main(argv: list[str] | None = None) -> None:
     """``python -m echomq.server [--port N] [--dir PATH]``."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog="python -m echomq.server",
                                      description="Run an embedded Valkey on 127.0.0.1 until Ctrl-C.")

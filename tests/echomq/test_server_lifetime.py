@@ -1,0 +1,46 @@
+"""An embedded server runs in its own session (Ctrl-C reaches only its owner) yet never
+outlives an owner that is killed outright."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OWNER = ("import time\nfrom echomq.server import EmbeddedValkey\n"
+         "s = EmbeddedValkey().start()\nprint(s.pid, s.data_dir, flush=True)\ntime.sleep(120)\n")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_server_has_its_own_session_and_ends_with_a_killed_owner() -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        pid_text, data_dir = owner.stdout.readline().split()
+        pid = int(pid_text)
+        assert os.getsid(pid) == pid != os.getsid(owner.pid)  # a session of its own
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 10
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the server outlived its killed owner"
+            time.sleep(0.02)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+    import shutil
+
+    shutil.rmtree(data_dir, ignore_errors=True)  # a killed owner cannot remove its temp folder
