@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -276,3 +277,24 @@ async def test_info_says_when_the_server_refuses_admissions(small: AsyncConnecto
     render_info(full, Console(file=out, width=120))
     text = out.getvalue()
     assert "of 4.0 MiB (noeviction)" in text and "admissions are refused" in text
+
+
+async def test_the_dashboard_shows_memory_and_says_when_admissions_are_refused(
+        small: AsyncConnector, small_server: EmbeddedValkey) -> None:
+    from echomq.dashboard.app import DashboardOptions, create_app
+    from tests.dashboard_support import served
+
+    q = AsyncQueue(small, "board")
+    await q.enqueue(generate("JOB"), b"")
+    app = create_app(small_server.url, options=DashboardOptions(sample_s=5, refresh_s=0))
+    with served(app) as url:
+        calm = await asyncio.to_thread(_get, url + "/")
+        assert "of 4.0 MiB (noeviction)" in calm and "refusing admissions" not in calm
+        await fill(q)
+        full = await asyncio.to_thread(_get, url + "/")
+    assert "refusing admissions" in full and 'class="flash err memory"' in full
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=20) as reply:
+        return str(reply.read().decode())

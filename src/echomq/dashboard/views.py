@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from echomq import ids as branded
+from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.upkeep import STATES
 from echomq.dashboard import data
 from echomq.dashboard.app import State, state
@@ -16,6 +17,7 @@ from echomq.dashboard.history import Sample
 from echomq.dashboard.render import ago, badge, duration, esc, payload_preview, table, utc
 from echomq.errors import InvalidQueueName, QueueNotFound
 from echomq.keyspace import check_queue
+from echomq.memory import human
 
 __all__ = ["job_page", "overview", "plugin_page", "queue_page"]
 
@@ -65,6 +67,21 @@ def _pick(s: Sample, what: str) -> float | None:
     return {"rate": s.completed_per_s, "p95": s.p95_ms, "pending": float(s.pending)}[what]
 
 
+async def _memory(st: State) -> tuple[str, str]:
+    """A card with used memory against maxmemory and the policy, and a warning while the
+    server refuses admissions (or could evict jobs): (card, warning)."""
+    try:
+        m = await memory_status_async(st.connector)
+    except Exception:  # the figures are a courtesy: the page shows without them
+        return "", ""
+    limit = f" of {human(m.maxmemory)}" if m.limited else ", no maxmemory"
+    card = (f'<div class="card stat memory"><b>{esc(human(m.counted))}</b>'
+            f'<span>memory{esc(limit)} ({esc(m.policy)})</span></div>')
+    warn = (f'<p class="flash err memory" role="alert">{esc(m.describe())}</p>'
+            if m.refusing or m.evicting else "")
+    return card, warn
+
+
 async def overview(request: web.Request) -> web.Response:
     st = state(request)
     names = await st.queues()
@@ -81,6 +98,8 @@ async def overview(request: web.Request) -> web.Response:
     cards += (f'<div class="card stat"><b>{len(names)}</b><span>queues</span></div>'
               f'<div class="card stat"><b>{len({w.name for _, w, _ in workers})}</b>'
               '<span>workers</span></div>')
+    memory, warning = await _memory(st)
+    cards += memory
     rows = []
     for q in sums:
         ring = st.history.samples(q.name) if st.history else []
@@ -100,7 +119,7 @@ async def overview(request: web.Request) -> web.Response:
               esc(w.about.get("concurrency", "")), esc(w.about.get("running", "")),
               f"{w.processed_last_minute:,} / {w.failed_last_minute:,}", ago(w.deadline_ms, now)]
              for qn, w, now in workers]
-    body = (f'<h1>Queues</h1><div class="cards">{cards}</div>{_charts(st, names, per_queue=False)}'
+    body = (f'<h1>Queues</h1>{warning}<div class="cards">{cards}</div>{_charts(st, names, per_queue=False)}'
             f'<h2 id="queues">Queues</h2>{queues}'
             '<h2>Workers</h2>' + table(["worker", "queue", "concurrency", "running",
                                          "processed / failed last min", "registration lapses"], wrows,
