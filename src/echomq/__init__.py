@@ -34,7 +34,7 @@ from echomq.errors import (
     ServerFull,
     ServerUnavailable,
 )
-from echomq.ids import generate, valid
+from echomq.ids import generate, generate_many, valid
 from echomq.keyspace import job_key, queue_key, slot
 from echomq.memory import MemoryStatus
 from echomq.model import (
@@ -92,6 +92,7 @@ __all__ = [
     "connect",
     "connect_async",
     "generate",
+    "generate_many",
     "job_key",
     "memory_status",
     "memory_status_async",

@@ -33,3 +33,10 @@ def test_blocking_api_is_generated_from_async() -> None:
 
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, str(root / "scripts" / "unasync_gen.py"), "--check"], check=True)
+
+
+def test_id_minting_is_exported() -> None:
+    from echomq import ids
+
+    assert echomq.generate is ids.generate and echomq.generate_many is ids.generate_many
+    assert [echomq.valid(x) for x in echomq.generate_many("JOB", 3)] == [True] * 3
