@@ -20,6 +20,8 @@ import psycopg
 import pytest
 
 from codemojex.datadir import DataDir, cmdline
+from codemojex.servers import cluster_url
+from echomq.local_cluster import LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -27,13 +29,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CODEMOJEX = str(Path(sys.executable).with_name("codemojex"))
 
 
-def _env() -> dict[str, str]:
+def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ECHOMQ_URL", "CODEMOJEX_DATABASE_URL")}
-    return env | {"COLUMNS": "160", "NO_COLOR": "1"}
+    return env | {"COLUMNS": "160", "NO_COLOR": "1"} | extra
 
 
-async def _run(*args: str, timeout_s: float = 240) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(*args, cwd=ROOT, env=_env(), stdout=asyncio.subprocess.PIPE,
+async def _run(*args: str, timeout_s: float = 240, **extra: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(*args, cwd=ROOT, env=_env(**extra),
+                                                stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
     assert proc.returncode is not None
@@ -60,6 +63,17 @@ async def test_play_as_the_readme_runs_it(tmp_path: Path) -> None:
     # Nothing left running: the recorded server is stopped.
     pid = DataDir(tmp_path / "data").load()["servers"]["valkey"]["pid"]
     assert cmdline(pid) is None or "valkey-server" not in " ".join(cmdline(pid) or [])
+
+
+@pytest.mark.cluster
+async def test_play_on_a_cluster_named_by_the_environment(
+        tmp_path: Path, local_cluster: LocalCluster) -> None:
+    code, out = await _run(CODEMOJEX, "play", "--players", "6", "--guesses", "2", "--rounds", "1",
+                           "--round-seconds", "3", "--data", str(tmp_path / "data"),
+                           ECHOMQ_URL=cluster_url(local_cluster))
+    assert code == 0, out[-3000:]
+    assert "AUDIT CLEAN" in out and "unsettled rounds 0" in out
+    assert "servers" not in DataDir(tmp_path / "data").load()  # no Valkey of its own was started
 
 
 def _pg_url(data: DataDir) -> str | None:
