@@ -105,7 +105,7 @@ async def _charged(data: DataDir) -> int:
 
 async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) -> None:
     data = DataDir(tmp_path / "data")
-    args = ["--players", "20", "--guesses", "2", "--rounds", "2", "--round-seconds", "3",
+    args = ["--players", "20", "--guesses", "2", "--rounds", "2", "--round-seconds", "6",
             "--data", str(data.path)]
     log = tmp_path / "first.log"
     with log.open("wb") as sink:
@@ -113,7 +113,7 @@ async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) 
                                                     stdout=sink, stderr=sink)
     try:
         deadline = time.monotonic() + 300  # a fresh PostgreSQL on a loaded machine
-        while await _charged(data) < 10:  # in the middle of round 1's submissions
+        while await _charged(data) < 1:  # round 1's submissions under way
             assert proc.returncode is None, f"play ended before the kill: {log.read_text()[-2000:]}"
             assert time.monotonic() < deadline, "round 1 never got guesses"
             await asyncio.sleep(0.1)

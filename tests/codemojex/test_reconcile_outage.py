@@ -78,7 +78,7 @@ async def test_postgres_outage_kills_jobs_and_every_round_still_settles(
         services = Services(own_pool, conn, suffix=f"-{qname}")
         series = ids.generate("SER")
         rids = [round_id(series, i) for i in range(2)]
-        first = OpenRound(series, rids[0], 0, 2, 4000, 0, PRICE, "classic")
+        first = OpenRound(series, rids[0], 0, 2, 6000, 0, PRICE, "classic")
         await open_round(services, first)  # what round 1's open job does; it schedules the rest
         players = [await make_player(own_pool, PRICE * GUESSES) for _ in range(PLAYERS)]
         admitted = []
@@ -86,8 +86,9 @@ async def test_postgres_outage_kills_jobs_and_every_round_still_settles(
             for n in range(GUESSES):
                 guess = ["😀", "😎", "🤖", "👻", "🐱", ("🐶", "🍕", "🚀")[n]]
                 out = await submit(services, rids[0], p, guess)
-                assert isinstance(out, Admitted)
-                admitted.append(out.job_id)
+                if isinstance(out, Admitted):  # a loaded machine may reach the close first
+                    admitted.append(out.job_id)
+        assert admitted
 
         url = own_pg.url
         own_pg.stop()  # PostgreSQL down before any guess is scored
@@ -130,7 +131,7 @@ async def test_postgres_outage_kills_jobs_and_every_round_still_settles(
                 s = await services.scores.stats()
                 assert s.dead == 0 and s.done == len(admitted)
                 log.warning("outage timeline: jobs dead %.1fs after the stop; every round settled "
-                            "%.1fs after the restart (round 2 runs its full 4 s after opening)",
+                            "%.1fs after the restart (round 2 runs its full 6 s after opening)",
                             died_s, recovered_s)
                 print(f"\nOUTAGE TIMELINE: dead after {died_s:.1f}s; all rounds settled {recovered_s:.1f}s "
                       f"after restart; requeued {app.reconciler.requeued}, reconciler settled "
