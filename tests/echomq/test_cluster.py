@@ -30,6 +30,7 @@ from echomq import (
 )
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.local_cluster import LocalCluster
+from echomq.scripts import parse
 from tests.conftest import cluster_url
 from tests.echomq.invariants import assert_consistent
 
@@ -329,7 +330,12 @@ async def test_ask_and_tryagain_during_a_slot_migration(own_cluster: LocalCluste
     conn = AsyncClusterConnector.from_url(cluster_url(cluster))
     try:
         queue = AsyncQueue(conn, name)
-        assert await queue.pending_size() == 0  # one key: served by the importing node
+        # One key (every queue script also declares meta, so it waits out the migration):
+        # ASK, then ASKING + EVALSHA on the importing node, NOSCRIPT loaded there.
+        one_key = parse("one_key", "#!lua flags=no-writes\n-- name: one_key\n-- summary: ZCARD\n"
+                                   "-- KEYS[1] set: a set\n-- RETURNS: its size\n-- ERRORS: none\n"
+                                   "return redis.call('ZCARD', KEYS[1])\n")
+        assert await conn.eval(one_key, [queue.keys["pending"]], []) == 0
         assert await conn.node_for_key(queue.keys["pending"]) == source.address  # ASK: no map change
         job = jid()
         admission = asyncio.create_task(queue.enqueue(job, b"moved"))
