@@ -42,6 +42,9 @@ KINDS = ("consumer_kill9", "consumer_sigstop", "game_kill9", "valkey_kill9", "pr
          "manual_failover", "pg_restart", "pg_terminate", "pg_timeout_storm")
 
 
+RESTART_S = 180.0  # how long a restarted server may take to load its data
+
+
 def pg_ctl(pg: PgServer, *args: str, timeout: float = 90.0) -> None:
     """Run ``pg_ctl`` on the embedded server as the user it runs as (LESSONS: a server we
     restarted ourselves must be stopped by us too)."""
@@ -106,7 +109,8 @@ class Injector:
         t0 = time.monotonic()
         await asyncio.to_thread(self.single.kill)
         await asyncio.sleep(self.rng.uniform(0.2, 1.0))
-        await asyncio.to_thread(self.single.start)
+        # Reloading the AOF of a long run takes a while on a loaded machine: wait for it.
+        await asyncio.to_thread(self.single.start, RESTART_S)
         await self.queues[0].probe()
         return time.monotonic() - t0
 
@@ -121,8 +125,9 @@ class Injector:
         await asyncio.to_thread(self.cluster.kill_node, node)
         await self.cluster_queue.probe()
         took = time.monotonic() - t0
-        # The old primary comes back as a replica of the promoted one.
-        await asyncio.to_thread(self.cluster.restart_node, node)
+        # The old primary comes back (from its AOF) as a replica of the promoted one.
+        await asyncio.to_thread(node.server.start, RESTART_S)
+        node.paused = False
         await asyncio.to_thread(self.cluster.wait_healthy, 60.0)
         return took
 

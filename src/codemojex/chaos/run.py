@@ -21,6 +21,7 @@ import json
 import logging
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -130,6 +131,7 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
                      for _ in range(4)]
         recovery: dict[str, list[float]] = defaultdict(list)
         audits: list[dict[str, Any]] = []
+        fault_failures: list[str] = []
         t0 = time.monotonic()
         deck: list[str] = []
         # One full deck at least (every kind once), then until the duration is spent.
@@ -140,7 +142,12 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
             if not deck:
                 deck = rng.sample(kinds, len(kinds))
             kind = deck.pop()
-            took = await injector.inject(kind)
+            try:
+                took = await injector.inject(kind)
+            except Exception as exc:  # the system did not come back: a failure, reported
+                fault_failures.append(f"{kind}: {type(exc).__name__}: {exc}"[:300])
+                console.print(f"  {time.monotonic() - t0:6.1f}s  {kind:<17} FAILED: {exc}")
+                continue
             recovery[kind].append(took)
             note = ""
             if game is not None and kind.startswith("pg_"):
@@ -201,9 +208,10 @@ async def _run(a: argparse.Namespace, work: Path, console: Console) -> dict[str,
                 "unbalanced_refs": checks.audit.unbalanced_refs,
                 "payout_mismatches": len(checks.payout_mismatches), "failures": checks.failures},
             "audits_after_pg_faults": audits,
+            "fault_failures": fault_failures,
             "errors": dict(errors),
             "ok": all(not r.failures for r in reports.values()) and (checks is None or checks.ok)
-            and all(x["ok"] for x in audits),
+            and all(x["ok"] for x in audits) and not fault_failures,
         }
     finally:
         for q in queues:
@@ -270,6 +278,7 @@ def _table(result: dict[str, Any], console: Console) -> None:
     failures += g["failures"] if g is not None else []
     failures += [f"wallet audit failed after {x['after']}" for x in result["audits_after_pg_faults"]
                  if not x["ok"]]
+    failures += [f"no recovery from {x}" for x in result["fault_failures"]]
     for failure in failures:
         console.print(f"[bold red]FAILED[/]: {failure}")
     if result["ok"]:
@@ -279,6 +288,7 @@ def _table(result: dict[str, Any], console: Console) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parse(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress as it happens
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("psycopg").setLevel(logging.ERROR)  # "discarding closed connection" after a fault
     console = Console()
