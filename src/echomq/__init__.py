@@ -48,6 +48,7 @@ from echomq.model import (
     Verdict,
 )
 from echomq.outcomes import Ack, Backoff, Defer
+from echomq.producer import Producer, ProducerClosed
 from echomq.protocol import Bulk
 from echomq.supervisor import Supervisor
 
@@ -76,6 +77,8 @@ __all__ = [
     "MemoryStatus",
     "NotDurable",
     "PayloadTooLarge",
+    "Producer",
+    "ProducerClosed",
     "ProtocolVersionError",
     "Queue",
     "QueueNotFound",

@@ -40,3 +40,9 @@ def test_id_minting_is_exported() -> None:
 
     assert echomq.generate is ids.generate and echomq.generate_many is ids.generate_many
     assert [echomq.valid(x) for x in echomq.generate_many("JOB", 3)] == [True] * 3
+
+
+def test_producer_is_exported() -> None:
+    from echomq import producer
+
+    assert echomq.Producer is producer.Producer and issubclass(echomq.ProducerClosed, echomq.EchoMQError)
