@@ -161,12 +161,16 @@ class Injector:
         and a reload reach existing sessions too), then the setting is reset."""
         assert self.pg_url is not None and self.game is not None
         t0 = time.monotonic()
-        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
+        # The injector's own sessions are exempt from their start (a SET could itself time
+        # out on a loaded machine, and the storm would never end).
+        exempt = "-c statement_timeout=0"
+        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True,
+                                                         options=exempt) as conn:
             await conn.execute("ALTER SYSTEM SET statement_timeout = '2ms'")
             await conn.execute("SELECT pg_reload_conf()")
         await asyncio.sleep(2.0)
-        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
-            await conn.execute("SET statement_timeout = 0")  # this session is exempt
+        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True,
+                                                         options=exempt) as conn:
             await conn.execute("ALTER SYSTEM RESET statement_timeout")
             await conn.execute("SELECT pg_reload_conf()")
         return await self.game.wallet_answers(t0)
