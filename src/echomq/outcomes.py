@@ -5,6 +5,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+# Jitter from a generator of our own: a library never draws from (or perturbs) the
+# process-wide `random` state its users and their test tools rely on.
+_rng = random.Random()
+
 __all__ = ["Ack", "Backoff", "BackoffPolicy", "Defer", "Outcome"]
 
 
@@ -49,4 +53,4 @@ class BackoffPolicy:
     def delay_ms(self, attempt: int) -> int:
         raw = min(self.max_ms, self.base_ms * self.factor ** max(0, attempt - 1))
         spread = raw * self.jitter
-        return max(0, int(raw - spread + random.random() * 2 * spread))
+        return max(0, int(raw - spread + _rng.random() * 2 * spread))

@@ -46,6 +46,10 @@ from codemojex.service.codec import Note
 from codemojex.workers.notify import Delivered, DeliveryResult, Failed, RateLimited
 from echomq import AsyncClusterConnector, AsyncConnector
 
+# Jitter from a generator of our own: a library never draws from (or perturbs) the
+# process-wide `random` state its users and their test tools rely on.
+_rng = random.Random()
+
 __all__ = ["SENT_TTL_S", "BotState", "TelegramDelivery", "make_bot", "markup"]
 
 log = logging.getLogger("codemojex.bot.telegram")
@@ -115,7 +119,7 @@ class TelegramDelivery:
         if len(self._failures) > 10_000:
             self._failures.clear()
         n = self._failures[note_id] = self._failures.get(note_id, 0) + 1
-        return int(min(60_000, 1000 * 2 ** (n - 1)) * random.uniform(0.8, 1.2))
+        return int(min(60_000, 1000 * 2 ** (n - 1)) * _rng.uniform(0.8, 1.2))
 
     async def deliver(self, note_id: str, note: Note) -> DeliveryResult:
         chat = chat_for(note.player)

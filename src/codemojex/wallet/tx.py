@@ -41,6 +41,10 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 from codemojex.errors import DatabaseError, Unavailable
 from codemojex.wallet.locks import Conn
 
+# Jitter from a generator of our own: a library never draws from (or perturbs) the
+# process-wide `random` state its users and their test tools rely on.
+_rng = random.Random()
+
 __all__ = [
     "STATS",
     "RetryPolicy",
@@ -173,7 +177,7 @@ async def retry(
                 if not transient(exc):
                     raise DatabaseError(f"{what}: {type(exc).__name__}: {exc}") from exc
                 STATS.record(exc)
-                pause = random.uniform(delay / 2, delay)
+                pause = _rng.uniform(delay / 2, delay)
                 if time.monotonic() + pause >= deadline:
                     STATS.gave_up += 1
                     raise Unavailable(f"{what}: PostgreSQL unavailable: {type(exc).__name__}: {exc}") from exc

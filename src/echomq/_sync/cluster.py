@@ -37,6 +37,10 @@ from echomq._sync.connector import Call, Connector, Read, check_calls, is_transi
 from echomq.errors import EchoMQError, InvalidArgument, ServerUnavailable
 from echomq.scripts import Script
 
+# Jitter from a generator of our own: a library never draws from (or perturbs) the
+# process-wide `random` state its users and their test tools rely on.
+_rng = random.Random()
+
 __all__ = ["ClusterConnector", "connect", "parse_cluster_url"]
 
 Addr = tuple[str, int]
@@ -258,7 +262,7 @@ class ClusterConnector:
             if time.monotonic() + delay > deadline:
                 raise ServerUnavailable(
                     f"cluster unavailable for {self.retry_budget_s}s: {failure!r}") from failure
-            time.sleep(delay * (0.5 + random.random()))
+            time.sleep(delay * (0.5 + _rng.random()))
             delay = min(delay * 2, _MAX_DELAY)
 
     def _asking(self, exc: rex.AskError, call: Call | None, read: Read = ()) -> Any:
@@ -286,7 +290,7 @@ class ClusterConnector:
             primaries = self.primaries
             if not primaries:
                 raise rex.ClusterDownError("CLUSTERDOWN no slot is served (client view)")
-            node = self.node(random.choice(primaries))
+            node = self.node(_rng.choice(primaries))
         else:
             node = self._primary(keyspace.slot(args[1]))
         try:
@@ -394,7 +398,7 @@ class ClusterConnector:
             if time.monotonic() + delay > deadline:
                 raise ServerUnavailable(
                     f"cluster unavailable for {self.retry_budget_s}s: {failure!r}") from failure
-            time.sleep(delay * (0.5 + random.random()))
+            time.sleep(delay * (0.5 + _rng.random()))
             delay = min(delay * 2, _MAX_DELAY)
         return out, acked
 

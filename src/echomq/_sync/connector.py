@@ -32,6 +32,10 @@ from echomq.errors import ServerUnavailable
 from echomq.protocol import Call
 from echomq.scripts import Script
 
+# Jitter from a generator of our own: a library never draws from (or perturbs) the
+# process-wide `random` state its users and their test tools rely on.
+_rng = random.Random()
+
 __all__ = ["Call", "Connector", "is_transient"]
 
 Read = Sequence[Any]
@@ -136,7 +140,7 @@ class Connector:
                     raise ServerUnavailable(
                         f"server unavailable for {self.retry_budget_s}s: {exc!r}"
                     ) from exc
-                time.sleep(delay * (0.5 + random.random()))
+                time.sleep(delay * (0.5 + _rng.random()))
                 delay = min(delay * 2, 1.0)
 
     # ------------------------------------------------------------ the one send path
