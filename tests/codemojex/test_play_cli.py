@@ -126,7 +126,10 @@ async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) 
     assert state["game"]["finished"] is False
     valkey_pid = state["servers"]["valkey"]["pid"]
     pg_pid = int((data.pg_dir / "postmaster.pid").read_text().split()[0])
-    assert "valkey-server" in " ".join(cmdline(valkey_pid) or []), "the orphan Valkey is running"
+    # The embedded Valkey is asked to stop when its owner dies (PR_SET_PDEATHSIG, see
+    # echomq.server); it may still be shutting down here, or gone. PostgreSQL's postmaster
+    # has no such tie: it is the orphan the resume must find and stop.
+    valkey_orphaned = "valkey-server" in " ".join(cmdline(valkey_pid) or [])
     assert cmdline(pg_pid) is not None, "the orphan PostgreSQL is running"
 
     try:
@@ -134,7 +137,9 @@ async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) 
     finally:
         data.stop_orphans()  # whatever happened, no server of this test outlives it
     assert code == 0, out[-3000:]
-    assert f"valkey {valkey_pid}" in out and f"postgres {pg_pid}" in out  # the orphans, stopped
+    assert f"postgres {pg_pid}" in out  # the orphan, stopped by its recorded pid
+    if f"valkey {valkey_pid}" not in out:  # then it had ended with its owner, by itself
+        assert not valkey_orphaned or cmdline(valkey_pid) is None, out[-3000:]
     assert "resuming run" in out
     assert "AUDIT CLEAN" in out and "AUDIT FAILED" not in out and "unsettled rounds 0" in out
     after = data.load()
