@@ -88,7 +88,7 @@ class ConfigurationError(EchoMQError):
 class ProtocolVersionError(ConfigurationError):
     """The keyspace of a queue records a protocol version this client cannot speak.
 
-    Every script checks it before anything else (docs/decisions/0009), so the refused
+    Every script checks it before anything else (docs/decisions/0011), so the refused
     call changed nothing.
     """
 

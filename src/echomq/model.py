@@ -96,7 +96,7 @@ class QueueOptions:
       (1..10,000).
     * Ranges: ``keep_*_ms`` 0..366 days, ``reap_batch`` 1..10,000; outside them
       :class:`~echomq.errors.InvalidArgument`. There is no switch for the protocol
-      version fence: every script checks it (docs/decisions/0009).
+      version fence: every script checks it (docs/decisions/0011).
     * ``batch``: enqueue_many sends at most this many items per flush, and promote,
       reap and purge handle at most this many jobs per script call, so no call holds
       the server for more than a few milliseconds.

@@ -1,4 +1,4 @@
-"""The protocol version fence on every operation (issue 11, item 3; decision 0009).
+"""The protocol version fence on every operation (issue 11, item 3; decision 0011).
 
 A queue whose meta records another major version is refused by every method of the
 queue, with ProtocolVersionError, and nothing in its keyspace changes (every key dumped

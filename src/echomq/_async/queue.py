@@ -8,7 +8,7 @@ skips those that moved meanwhile. See docs/decisions/0002-peek-then-act.md.
 
 Calls are built and replies decoded by :mod:`echomq.protocol`; every argument is
 checked against its documented range there before any I/O. Every script checks the
-queue's protocol version itself (docs/decisions/0009), so every method raises
+queue's protocol version itself (docs/decisions/0011), so every method raises
 :class:`~echomq.errors.ProtocolVersionError` on a queue of another major version.
 """
 
