@@ -22,6 +22,31 @@ from echomq.protocol import error_from_reply
 __all__ = ["mapped", "replies", "reply", "translate"]
 
 
+# redis-py strips the code from the replies it maps to a class of its own ("READONLY You
+# can't write ..." arrives as ReadOnlyError("You can't write ...")): the edge puts it back,
+# so that the code a worker classifies by survives the translation.
+_STRIPPED: tuple[tuple[type[rex.ResponseError], str], ...] = (
+    (rex.OutOfMemoryError, "OOM"),
+    (rex.ReadOnlyError, "READONLY"),
+    (rex.TryAgainError, "TRYAGAIN"),
+    (rex.MasterDownError, "MASTERDOWN"),  # subclasses before their bases
+    (rex.ClusterDownError, "CLUSTERDOWN"),
+    (rex.MovedError, "MOVED"),
+    (rex.AskError, "ASK"),
+    (rex.ClusterCrossSlotError, "CROSSSLOT"),
+    (rex.NoScriptError, "NOSCRIPT"),
+    (rex.ExecAbortError, "EXECABORT"),
+)
+
+
+def _reply_text(exc: rex.ResponseError) -> str:
+    text = str(exc)
+    for cls, code in _STRIPPED:
+        if isinstance(exc, cls):
+            return text if text.split(" ", 1)[0] == code else f"{code} {text}"
+    return text
+
+
 def translate(exc: BaseException) -> BaseException:
     """The EchoMQ exception for ``exc`` (``exc`` itself when it is not the client's)."""
     if isinstance(exc, EchoMQError):
@@ -32,7 +57,7 @@ def translate(exc: BaseException) -> BaseException:
             "NOAUTH" if "NOAUTH" in text or "required" in text.lower() else "WRONGPASS")
         return error_from_reply(f"{code} {text}")
     if isinstance(exc, rex.ResponseError):  # NOSCRIPT, MOVED, ASK, EMQ*, OOM, BUSY ...
-        return error_from_reply(str(exc))
+        return error_from_reply(_reply_text(exc))
     if isinstance(exc, rex.ConnectionError | rex.TimeoutError | OSError):
         return ServerUnavailable(f"server unreachable: {exc!r}")
     if isinstance(exc, rex.DataError):

@@ -16,6 +16,7 @@ from redis import exceptions as rex
 from redis._parsers.base import BaseParser
 
 from echomq import AsyncConnector, AsyncQueue, Lease, generate
+from echomq._edge import translate
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import (
     ConfigurationError,
@@ -293,3 +294,17 @@ async def test_a_configuration_error_stops_the_consumer_with_one_line(
     assert (await q.stats()).pending == 5  # nothing moved
     await conn.aclose()
     await admin.aclose()
+
+
+@pytest.mark.parametrize(("exc", "kind", "code"),
+                         [row[1:] for row in TABLE if isinstance(row[1], rex.ResponseError)
+                          and row[2] is not Kind.FAULT],
+                         ids=[row[0] for row in TABLE if isinstance(row[1], rex.ResponseError)
+                              and row[2] is not Kind.FAULT])
+def test_a_reply_mapped_at_the_edge_keeps_its_kind(exc: BaseException, kind: Kind, code: str) -> None:
+    # A pipeline's in-place error reply reaches the consumer translated, with no cause to read:
+    # redis-py strips the code of the replies it maps (READONLY, TRYAGAIN, CLUSTERDOWN, ...),
+    # so the edge must put it back or a failover reply would read as a fault.
+    translated = translate(exc)
+    assert translated.__cause__ is None
+    assert (classify(translated).kind, classify(translated).code) == (kind, code)
