@@ -146,10 +146,13 @@ def check_requirements(wheel: Path) -> list[str]:
     return []
 
 
-def check_sdist(project: Path, sdist: Path) -> list[str]:
+def check_sdist(project: Path, sdist: Path, packages: list[str]) -> list[str]:
+    """Every tracked file of the packages this project ships (src/<pkg>/...) is in its sdist.
+    One src/ holds both packages; each distribution ships its own (the root: echomq)."""
     with tarfile.open(sdist) as tar:
         names = {PurePosixPath(*PurePosixPath(n).parts[1:]) for n in tar.getnames()}
-    return [f"{sdist.name} lacks {f}" for f in tracked_under(project, "src") if f not in names]
+    return [f"{sdist.name} lacks {f}" for f in tracked_under(project, "src")
+            if len(f.parts) > 2 and f.parts[1] in packages and f not in names]
 
 
 def check_wheel(project: Path, wheel: Path) -> tuple[list[str], list[str]]:
@@ -183,15 +186,15 @@ def main(argv: list[str] | None = None) -> int:
             run(sys.executable, "-m", "build", "--outdir", out, project, cwd=project)
             (sdist,) = out.glob("*.tar.gz")
             (wheel,) = out.glob("*.whl")
-            failures += check_sdist(project, sdist)
             bad, pkgs = check_wheel(project, wheel)
             failures += bad
+            failures += check_sdist(project, sdist, pkgs)
             failures += check_requirements(wheel)
             packages += pkgs
             wheels.append(wheel)
             print(f"built {sdist.name} and {wheel.name} ({', '.join(pkgs)})")
-        if "echomq" not in packages:
-            failures.append("no wheel ships the echomq package")
+        failures += [f"no wheel ships the {name} package" for name in ("echomq", "codemojex")
+                     if name not in packages]
         if failures:
             print("\n".join(failures))
             return 1

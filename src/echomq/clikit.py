@@ -112,7 +112,13 @@ class _RunRoot:
                 if (proc.name.isdigit() and (proc / "stat").read_text().rsplit(")", 1)[1].split()[1] == me
                         and os.readlink(proc / "cwd").startswith(path)):
                     os.kill(int(proc.name), signal.SIGKILL)
+        # A server still ending may write a last file while the tree is removed (seen: the
+        # folder left behind after an interrupt during start-up): remove again, briefly.
+        deadline = time.monotonic() + 0.4
         shutil.rmtree(path, ignore_errors=True)
+        while os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _postmasters(path: str) -> list[int]:
