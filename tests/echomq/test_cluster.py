@@ -241,8 +241,9 @@ async def test_kill_9_of_the_owning_primary_loses_no_acknowledged_job(
             assert all(killed_at - 1.0 <= when[j] <= killed_at for j in lost), lost
             await drained([queue], len(acked) - len(lost), 30)  # the same consumer, never restarted
             # This one consumer, never restarted, finished every kept acknowledged job across the
-            # failover (a completion whose reply was lost is resent and answered stale).
-            assert consumer.stats.completed + consumer.stats.stale >= len(acked) - len(lost)
+            # failover: the keyspace below shows it (every row done, each run by it). Its reply
+            # counts cannot: a completion whose reply the failover cut is counted as an error.
+            assert consumer.stats.claimed >= len(acked) - len(lost)
         outage = max(p.longest_gap for p in producers)
         print(f"\npromotion after {promoted_after:.2f}s; application outage {outage:.2f}s; "
               f"slowest admission {max(p.slowest for p in producers):.2f}s; "
