@@ -6,6 +6,7 @@ attempt counter is the fencing token. Both an asyncio API (``AsyncQueue``,
 ``AsyncConnector``, ``Consumer``) and a blocking one (``Queue``, ``Connector``)
 speak the same protocol; ``connect_async``/``connect`` pick a single server or a
 cluster (``AsyncClusterConnector``/``ClusterConnector``) from a URL or seed nodes.
+``derive_id`` maps a business key to the same job id every time (idempotent admission).
 """
 
 from echomq._async.cluster import AsyncClusterConnector, connect_async
@@ -34,7 +35,7 @@ from echomq.errors import (
     ServerFull,
     ServerUnavailable,
 )
-from echomq.ids import generate, generate_many, valid
+from echomq.ids import derive_id, generate, generate_many, valid
 from echomq.keyspace import job_key, queue_key, slot
 from echomq.memory import MemoryStatus
 from echomq.model import (
@@ -94,6 +95,7 @@ __all__ = [
     "Verdict",
     "connect",
     "connect_async",
+    "derive_id",
     "generate",
     "generate_many",
     "job_key",

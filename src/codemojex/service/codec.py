@@ -7,25 +7,19 @@ queue, and decoding it must not run code. Every decoder checks shapes and raises
 Derived ids. A job whose *effect* must happen once however often its cause is
 delivered (a notification per score, the close job of a round) gets an id derived
 from that cause, so a re-run is refused by the queue as a duplicate:
-
-    derive_id(kind, purpose, source) = kind + base32(ts48 << 80 | h80)
-
-where ``ts48`` is the source id's own millisecond timestamp when the source is a
-branded id (so derived ids still sort by time) and 0 otherwise, and ``h80`` is the
-first 80 bits of ``sha256(purpose + "\\0" + source)``. The result is a valid branded
-id (26 Crockford base32 characters, 128 bits, so the first tail character is 0-7);
-80 hashed bits make a collision between two different causes negligible.
+``derive_id(kind, purpose, source)`` is ``echomq.derive_id(kind, source,
+namespace=purpose)`` (the queue's business-key ids: same inputs, same id; an id
+derived from a branded id keeps its millisecond, so it still sorts by time).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from echomq import ids
+import echomq
 
 __all__ = [
     "BadPayload",
@@ -40,8 +34,6 @@ __all__ = [
     "encode",
 ]
 
-_RANDOM_BITS = 80
-
 
 class BadPayload(ValueError):
     """A payload this module did not write (or a newer, unknown version)."""
@@ -49,16 +41,7 @@ class BadPayload(ValueError):
 
 def derive_id(kind: str, purpose: str, source: str) -> str:
     """A branded id determined by ``(purpose, source)``: same inputs, same id."""
-    ts = ids.timestamp_ms(source) if ids.valid(source) else 0
-    digest = hashlib.sha256(f"{purpose}\0{source}".encode("utf-8", "surrogatepass")).digest()
-    value = (ts << _RANDOM_BITS) | int.from_bytes(digest[:10], "big")
-    tail = []
-    for _ in range(ids.TAIL_LENGTH):
-        tail.append(ids.ALPHABET[value & 31])
-        value >>= 5
-    out = kind + "".join(reversed(tail))
-    assert ids.valid(out), out
-    return out
+    return echomq.derive_id(kind, source, namespace=purpose)
 
 
 @dataclass(frozen=True, slots=True)
