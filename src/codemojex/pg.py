@@ -19,6 +19,8 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -38,6 +40,29 @@ __all__ = ["ENV_URL", "PgServer", "create_database", "drop_database", "open_pool
 ENV_URL = "CODEMOJEX_DATABASE_URL"
 RECONNECT_TIMEOUT_S = 5.0
 _DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+# The owner watch: a small process that waits for end of file on its stdin, which it
+# gets when the owner closes the pipe (a stop) or dies in any way (kill -9 included:
+# the kernel closes the owner's end). It then ends the postmaster named by the data
+# directory's pid file, if that pid still runs a postgres on this data directory, and
+# removes a temporary data folder. pg_ctl starts the postmaster in its own session,
+# so nothing else would end it with its owner.
+_OWNER_WATCH = r'''
+import os, shutil, signal, sys, time
+sys.stdin.buffer.read()
+pgdata, tmp = sys.argv[1], sys.argv[2]
+try:
+    pid = int(open(os.path.join(pgdata, "postmaster.pid")).read().split()[0])
+    if pgdata.encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+        os.kill(pid, signal.SIGQUIT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.02)
+except (OSError, ValueError, IndexError):
+    pass
+if tmp:
+    shutil.rmtree(tmp, ignore_errors=True)
+'''
 
 
 class PgServer:
@@ -59,6 +84,7 @@ class PgServer:
         self._pgdata: Path | None = None
         self._starting = False
         self._url: str | None = url
+        self._watch: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def from_env(cls, *, data_dir: Path | str | None = None) -> PgServer:
@@ -106,9 +132,33 @@ class PgServer:
                     raise
                 raise DatabaseError(f"embedded PostgreSQL failed to start in {data}: {exc}") from exc
         self._starting = False
+        self._watch_owner(data)
         url = str(self._server.get_uri())
         self._url = url
         return url
+
+    def _watch_owner(self, data: Path) -> None:
+        """Start the owner watch (see ``_OWNER_WATCH``): a kill -9 of this process then
+        ends the postmaster too, instead of leaving it running."""
+        tmp = self._tmp.name if self._tmp is not None else ""
+        with contextlib.suppress(OSError):
+            self._watch = subprocess.Popen(
+                [sys.executable, "-c", _OWNER_WATCH, str(data), tmp], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def _unwatch(self) -> None:
+        """Release the owner watch after the server stopped (it finds nothing to end)."""
+        watch, self._watch = self._watch, None
+        if watch is None:
+            return
+        with contextlib.suppress(OSError):
+            if watch.stdin is not None:
+                watch.stdin.close()
+        try:
+            watch.wait(10)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            watch.wait()
 
     def _emergency(self, data: Path | None = None) -> None:
         """Stop at once: a postmaster this object started (by the pid in its data directory,
@@ -135,6 +185,7 @@ class PgServer:
         self._server = None
         self._url = None if self.embedded else self._url
         self._cleanup_tmp()
+        self._unwatch()
 
     def stop(self) -> None:
         """Stop the embedded server this object started (and delete a temp data dir)."""
@@ -145,6 +196,7 @@ class PgServer:
                 server.cleanup()
             finally:
                 self._cleanup_tmp()
+                self._unwatch()
         forget(self)  # last: a watchdog may finish what an interrupted stop began
 
     def restart(self, *, mode: str = "immediate", timeout: float = 60.0) -> None:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from echomq.errors import ServerUnavailable
 
-__all__ = ["ENV_URL", "EmbeddedValkey", "emergency_stop", "forget", "free_port", "serve_forever",
-           "server_url_from_env", "track", "valkey_binary"]
+__all__ = ["ENV_URL", "EmbeddedValkey", "emergency_stop", "end_with_parent", "forget", "free_port",
+           "serve_forever", "server_url_from_env", "track", "valkey_binary"]
 
 ENV_URL = "ECHOMQ_URL"
 
@@ -77,9 +77,13 @@ def emergency_stop() -> None:
         t.join(max(0.0, deadline - time.monotonic()))
 
 
-def _end_with_parent() -> Callable[[], None] | None:
+def end_with_parent() -> Callable[[], None] | None:
     """A preexec function asking Linux to SIGTERM the child when its parent dies (so a
-    server in its own session never outlives a killed owner); None elsewhere."""
+    process in its own session never outlives a killed owner); None elsewhere.
+
+    Linux ties the signal to the *thread* that starts the child: start it from the main
+    thread or from a thread that lives as long as the owner (asyncio's default executor
+    does, until the loop closes)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -185,7 +189,7 @@ class EmbeddedValkey:
         # It still ends with this process: SIGTERM (a clean shutdown) when we die.
         self.process = subprocess.Popen(
             self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_end_with_parent(),
+            start_new_session=True, preexec_fn=end_with_parent(),
         )
         if not self._atexit:
             atexit.register(self.stop)

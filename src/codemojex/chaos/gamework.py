@@ -25,6 +25,7 @@ from codemojex.domain.emoji import default_set
 from codemojex.report import Checks, check_run
 from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule, submit
 from codemojex.wallet import ensure_player, grant_start
+from echomq.server import end_with_parent
 
 __all__ = ["GameWorkload"]
 
@@ -69,7 +70,8 @@ class GameWorkload:
         log = open(self.logdir / f"game-{self._seq}.log", "wb")  # noqa: SIM115 (the child owns it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "codemojex.chaos.game_proc", self.valkey_url, self.pg_url, str(ready)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=end_with_parent())
         log.close()
         while not ready.exists() and self.proc.poll() is None and time.monotonic() - t0 < 60:
             time.sleep(0.02)

@@ -28,6 +28,7 @@ from typing import Any
 import redis
 
 from echomq import AsyncQueue, QueueOptions, Verdict, generate
+from echomq.server import end_with_parent
 
 __all__ = ["QueueReport", "QueueWorkload", "WorkerProc"]
 
@@ -100,7 +101,7 @@ class QueueWorkload:
         args = [sys.executable, "-m", "codemojex.chaos.worker", self.url, self.queue_name, str(log),
                 "--lease", str(self.lease_ms), *(["--cluster"] if self.cluster else [])]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=end_with_parent())
         w = WorkerProc(proc, log, time.monotonic())
         self.workers.append(w)
         self.all_logs.append(log)
