@@ -357,3 +357,28 @@ async def test_ask_and_tryagain_during_a_slot_migration(own_cluster: LocalCluste
         assert await conn.node_for_key(queue.keys["pending"]) == target.address
     finally:
         await conn.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_durable_admission_follows_a_failover_it_has_not_learned_of(
+        own_cluster: LocalCluster, qname: str) -> None:
+    """After a failover the connector's slot map still names the old primary, now a replica:
+    the admission answers MOVED there and its WAIT is refused ("cannot be used with replica
+    instances"). The calls must follow the redirection and end durable on the new primary,
+    not fail as one server error for the whole flush."""
+    conn = AsyncClusterConnector.from_url(cluster_url(own_cluster))
+    queue = AsyncQueue(conn, qname, options=QueueOptions(durable_replicas=1, durable_timeout_ms=2000))
+    try:
+        assert await queue.enqueue(jid(), b"before") is Verdict.ENQUEUED
+        old = own_cluster.primary_for_key(queue.keys["pending"])
+        await asyncio.to_thread(own_cluster.failover, own_cluster.replica_of(old))
+        await asyncio.to_thread(own_cluster.wait_healthy, 60)
+        assert old.role == "replica"
+        ids = [jid() for _ in range(20)]
+        verdicts = await queue.enqueue_many([(i, b"after") for i in ids])
+        assert verdicts == [Verdict.ENQUEUED] * 20
+        assert await queue.enqueue(jid(), b"one") is Verdict.ENQUEUED
+        assert (await queue.stats()).pending == 22
+    finally:
+        await conn.aclose()
