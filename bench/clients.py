@@ -111,10 +111,11 @@ def main() -> None:
 
         def echomq_wire(items: list[Any]) -> None:
             from echomq import _wire
+            from echomq._async.wire import AsyncWire
 
             async def go() -> None:
-                wire = _wire.attach(redis.asyncio.Redis.from_url(url))
-                assert isinstance(wire, _wire.AsyncWire)
+                wire = AsyncWire.attach(redis.asyncio.Redis.from_url(url))
+                assert wire is not None
                 flushes = ((b"".join(_wire.pack_evalsha(sha, k, a) for k, a in items[s : s + FLUSH]),
                             len(items[s : s + FLUSH])) for s in range(0, len(items), FLUSH))
                 await wire.run(flushes)

@@ -28,6 +28,7 @@ import redis as redis_client
 from redis import exceptions as rex
 
 from echomq import _edge, _wire
+from echomq._sync.wire import Wire
 from echomq.errors import ServerUnavailable
 from echomq.protocol import Call
 from echomq.scripts import Script
@@ -92,7 +93,7 @@ class Connector:
         self.client = client
         self.retry_budget_s = retry_budget_s
         # Bulk script calls go over a hand-encoded wire (docs/decisions/0005); None: redis-py.
-        self.wire: Any = _wire.attach(client)
+        self.wire: Wire | None = Wire.attach(client)
 
     @classmethod
     def from_url(

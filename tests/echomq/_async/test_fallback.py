@@ -1,0 +1,138 @@
+"""The redis-py fallback: a connection the bulk wire does not speak (here a credential
+provider against an ACL user) keeps redis-py's pipeline, with the same guarantees.
+
+Single server: the ACL user is created on it for the test and removed after. (TLS takes
+the same fallback, decided by the same check: ``tests/echomq/test_wire.py``.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+import redis.asyncio as redis_client
+from redis.credentials import UsernamePasswordCredentialProvider
+
+from echomq import AsyncConnector, AsyncQueue, Verdict, generate
+from echomq.errors import ConfigurationError
+from tests.conftest import keys_of
+
+
+@pytest.fixture
+def acl_user(valkey_url: str) -> Iterator[tuple[str, str]]:
+    """An ACL user allowed everything on EchoMQ's keys, removed after the test."""
+    name, password = f"emq-fallback-{os.getpid()}", "fallback-secret"
+    admin = redis.Redis.from_url(valkey_url)
+    admin.acl_setuser(name, enabled=True, passwords=[f"+{password}"], keys=["emq:*"],
+                      channels=["*"], commands=["+@all"])
+    try:
+        yield name, password
+    finally:
+        admin.acl_deluser(name)
+        admin.close()
+
+
+def provider_conn(url: str, name: str, password: str) -> AsyncConnector:
+    provider = UsernamePasswordCredentialProvider(name, password)
+    client = redis_client.Redis.from_url(url, credential_provider=provider, socket_timeout=5.0)
+    return AsyncConnector(client, retry_budget_s=2.0)
+
+
+@pytest.fixture
+async def fallback(valkey_url: str, acl_user: tuple[str, str]) -> AsyncIterator[AsyncConnector]:
+    conn = provider_conn(valkey_url, *acl_user)
+    yield conn
+    await conn.aclose()
+
+
+@pytest.fixture
+def raw_single(valkey_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(valkey_url)
+    yield client
+    client.close()
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+async def test_the_fallback_is_taken_and_authenticates_as_the_acl_user(
+        fallback: AsyncConnector, acl_user: tuple[str, str]) -> None:
+    assert fallback.wire is None
+    assert (await fallback.command("ACL", "WHOAMI")).decode() == acl_user[0]
+
+
+async def test_bulk_admission_verdicts_in_order_with_errors_in_place(
+        fallback: AsyncConnector, qname: str, raw_single: redis.Redis) -> None:
+    q = AsyncQueue(fallback, qname)
+    a, b = jid(), jid()
+    got = await q.enqueue_many([(a, b"1"), (b, b"2"), (a, b"3"), (generate("ORD"), b"4")])
+    assert got == [Verdict.ENQUEUED, Verdict.ENQUEUED, Verdict.DUPLICATE, Verdict.KIND]
+    assert raw_single.hget(q.job_key(a), "payload") == b"1"
+    assert await q.pending_size() == 2
+
+
+async def test_noscript_inside_a_pipeline_is_recovered(
+        fallback: AsyncConnector, qname: str, raw_single: redis.Redis) -> None:
+    q = AsyncQueue(fallback, qname)
+    await q.enqueue(jid(), b"warm")
+    raw_single.script_flush()
+    ids = [jid() for _ in range(50)]
+    assert await fallback.pipeline([q._enqueue_call(i, b"x") for i in ids]) == [1] * 50
+    raw_single.script_flush()
+    assert await q.enqueue_many([(i, b"y") for i in ids]) == [Verdict.DUPLICATE] * 50
+    assert await q.pending_size() == 51
+
+
+async def test_claim_and_batched_completion_over_the_fallback(
+        fallback: AsyncConnector, qname: str, raw_single: redis.Redis) -> None:
+    q = AsyncQueue(fallback, qname)
+    ids = [jid() for _ in range(5)]
+    await q.enqueue_many([(i, b"p") for i in ids])
+    leases = await q.claim(5, lease_ms=30_000)
+    assert sorted(x.id for x in leases) == sorted(ids)
+    await q.complete_many(leases)
+    assert {raw_single.hget(q.job_key(i), "state") for i in ids} == {b"done"}
+    assert (await q.stats()).done == 5
+
+
+async def test_a_flush_of_calls_then_reads_is_one_exchange(
+        fallback: AsyncConnector, qname: str) -> None:
+    q = AsyncQueue(fallback, qname)
+    a = jid()
+    got = await fallback.flush([q._enqueue_call(a, b"x")], [("ZRANGE", f"emq:{{{qname}}}:pending", 0, -1)])
+    assert got == [1, [a.encode()]]
+
+
+async def test_pipeline_wait_counts_replicas_over_the_fallback(
+        fallback: AsyncConnector, qname: str) -> None:
+    q = AsyncQueue(fallback, qname)
+    replies, acked = await fallback.pipeline_wait([q._enqueue_call(jid(), b"x")], replicas=0,
+                                                  timeout_ms=100)
+    assert replies == [1] and acked == [0]  # the single server has no replica
+
+
+async def test_a_refused_permission_is_typed_in_place_and_writes_nothing(
+        valkey_url: str, qname: str, raw_single: redis.Redis) -> None:
+    name, password = f"emq-noeval-{os.getpid()}", "noeval-secret"
+    raw_single.acl_setuser(name, enabled=True, passwords=[f"+{password}"], keys=["emq:*"],
+                           commands=["+@all", "-evalsha", "-eval"])
+    conn = provider_conn(valkey_url, name, password)
+    try:
+        q = AsyncQueue(conn, qname)
+        got = await conn.pipeline([q._enqueue_call(jid(), b"x"), q._enqueue_call(jid(), b"y")])
+        assert all(isinstance(r, ConfigurationError) and "NOPERM" in str(r) for r in got), got
+        assert keys_of(raw_single, qname) == set()
+    finally:
+        await conn.aclose()
+        raw_single.acl_deluser(name)
+
+
+async def test_the_server_sees_only_the_acl_user(
+        fallback: AsyncConnector, acl_user: tuple[str, str], qname: str,
+        raw_single: redis.Redis) -> None:
+    await AsyncQueue(fallback, qname).enqueue_many([(jid(), b"x") for _ in range(3)])
+    mine = [c for c in raw_single.client_list() if c["user"] == acl_user[0]]
+    assert mine  # the fallback's pooled connection is logged in as the ACL user

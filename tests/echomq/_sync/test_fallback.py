@@ -1,0 +1,139 @@
+# Generated from tests/echomq/_async/test_fallback.py by scripts/unasync_gen.py. Do not edit.
+"""The redis-py fallback: a connection the bulk wire does not speak (here a credential
+provider against an ACL user) keeps redis-py's pipeline, with the same guarantees.
+
+Single server: the ACL user is created on it for the test and removed after. (TLS takes
+the same fallback, decided by the same check: ``tests/echomq/test_wire.py``.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+import redis as redis_client
+from redis.credentials import UsernamePasswordCredentialProvider
+
+from echomq import Connector, Queue, Verdict, generate
+from echomq.errors import ConfigurationError
+from tests.conftest import keys_of
+
+
+@pytest.fixture
+def acl_user(valkey_url: str) -> Iterator[tuple[str, str]]:
+    """An ACL user allowed everything on EchoMQ's keys, removed after the test."""
+    name, password = f"emq-fallback-{os.getpid()}", "fallback-secret"
+    admin = redis.Redis.from_url(valkey_url)
+    admin.acl_setuser(name, enabled=True, passwords=[f"+{password}"], keys=["emq:*"],
+                      channels=["*"], commands=["+@all"])
+    try:
+        yield name, password
+    finally:
+        admin.acl_deluser(name)
+        admin.close()
+
+
+def provider_conn(url: str, name: str, password: str) -> Connector:
+    provider = UsernamePasswordCredentialProvider(name, password)
+    client = redis_client.Redis.from_url(url, credential_provider=provider, socket_timeout=5.0)
+    return Connector(client, retry_budget_s=2.0)
+
+
+@pytest.fixture
+def fallback(valkey_url: str, acl_user: tuple[str, str]) -> Iterator[Connector]:
+    conn = provider_conn(valkey_url, *acl_user)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def raw_single(valkey_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(valkey_url)
+    yield client
+    client.close()
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+def test_the_fallback_is_taken_and_authenticates_as_the_acl_user(
+        fallback: Connector, acl_user: tuple[str, str]) -> None:
+    assert fallback.wire is None
+    assert (fallback.command("ACL", "WHOAMI")).decode() == acl_user[0]
+
+
+def test_bulk_admission_verdicts_in_order_with_errors_in_place(
+        fallback: Connector, qname: str, raw_single: redis.Redis) -> None:
+    q = Queue(fallback, qname)
+    a, b = jid(), jid()
+    got = q.enqueue_many([(a, b"1"), (b, b"2"), (a, b"3"), (generate("ORD"), b"4")])
+    assert got == [Verdict.ENQUEUED, Verdict.ENQUEUED, Verdict.DUPLICATE, Verdict.KIND]
+    assert raw_single.hget(q.job_key(a), "payload") == b"1"
+    assert q.pending_size() == 2
+
+
+def test_noscript_inside_a_pipeline_is_recovered(
+        fallback: Connector, qname: str, raw_single: redis.Redis) -> None:
+    q = Queue(fallback, qname)
+    q.enqueue(jid(), b"warm")
+    raw_single.script_flush()
+    ids = [jid() for _ in range(50)]
+    assert fallback.pipeline([q._enqueue_call(i, b"x") for i in ids]) == [1] * 50
+    raw_single.script_flush()
+    assert q.enqueue_many([(i, b"y") for i in ids]) == [Verdict.DUPLICATE] * 50
+    assert q.pending_size() == 51
+
+
+def test_claim_and_batched_completion_over_the_fallback(
+        fallback: Connector, qname: str, raw_single: redis.Redis) -> None:
+    q = Queue(fallback, qname)
+    ids = [jid() for _ in range(5)]
+    q.enqueue_many([(i, b"p") for i in ids])
+    leases = q.claim(5, lease_ms=30_000)
+    assert sorted(x.id for x in leases) == sorted(ids)
+    q.complete_many(leases)
+    assert {raw_single.hget(q.job_key(i), "state") for i in ids} == {b"done"}
+    assert (q.stats()).done == 5
+
+
+def test_a_flush_of_calls_then_reads_is_one_exchange(
+        fallback: Connector, qname: str) -> None:
+    q = Queue(fallback, qname)
+    a = jid()
+    got = fallback.flush([q._enqueue_call(a, b"x")], [("ZRANGE", f"emq:{{{qname}}}:pending", 0, -1)])
+    assert got == [1, [a.encode()]]
+
+
+def test_pipeline_wait_counts_replicas_over_the_fallback(
+        fallback: Connector, qname: str) -> None:
+    q = Queue(fallback, qname)
+    replies, acked = fallback.pipeline_wait([q._enqueue_call(jid(), b"x")], replicas=0,
+                                                  timeout_ms=100)
+    assert replies == [1] and acked == [0]  # the single server has no replica
+
+
+def test_a_refused_permission_is_typed_in_place_and_writes_nothing(
+        valkey_url: str, qname: str, raw_single: redis.Redis) -> None:
+    name, password = f"emq-noeval-{os.getpid()}", "noeval-secret"
+    raw_single.acl_setuser(name, enabled=True, passwords=[f"+{password}"], keys=["emq:*"],
+                           commands=["+@all", "-evalsha", "-eval"])
+    conn = provider_conn(valkey_url, name, password)
+    try:
+        q = Queue(conn, qname)
+        got = conn.pipeline([q._enqueue_call(jid(), b"x"), q._enqueue_call(jid(), b"y")])
+        assert all(isinstance(r, ConfigurationError) and "NOPERM" in str(r) for r in got), got
+        assert keys_of(raw_single, qname) == set()
+    finally:
+        conn.close()
+        raw_single.acl_deluser(name)
+
+
+def test_the_server_sees_only_the_acl_user(
+        fallback: Connector, acl_user: tuple[str, str], qname: str,
+        raw_single: redis.Redis) -> None:
+    Queue(fallback, qname).enqueue_many([(jid(), b"x") for _ in range(3)])
+    mine = [c for c in raw_single.client_list() if c["user"] == acl_user[0]]
+    assert mine  # the fallback's pooled connection is logged in as the ACL user
