@@ -1,4 +1,4 @@
-"""A consumer drains one queue with a handler (seed 003 §1).
+"""A consumer drains one queue with a handler (docs/architecture.md, "At-least-once, leased").
 
 It claims jobs, runs the handler, heartbeats every ``beat_ms`` while handlers run,
 and finishes each job fenced by its ``(id, attempt)``. Delivery is at-least-once:
@@ -70,7 +70,7 @@ Handler = Callable[[Lease], Awaitable[Outcome] | Outcome]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerOptions:
-    """The two numbers of seed 003 plus how many jobs run at once.
+    """The two numbers of a leased consumer (``beat_ms``, ``lease_ms``) plus how many jobs run at once.
 
     ``beat_ms`` is the poll-and-heartbeat cadence; ``lease_ms`` how long a claimed job
     stays invisible without a heartbeat. A lease must outlive several beats, so one

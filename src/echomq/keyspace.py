@@ -1,4 +1,4 @@
-"""Keys, hash tags and cluster slots (seed 000 §2 and §5). Pure: no I/O.
+"""Keys, hash tags and cluster slots (docs/protocol.md, "Keys of queue q"). Pure: no I/O.
 
 Every key of queue ``q`` is ``emq:{q}:<type>``, so all of a queue's keys share
 one hash tag and therefore one cluster slot: a script over any of them is

@@ -19,11 +19,12 @@ __all__ = [
 ]
 
 PROTOCOL = "echomq:3.0.0"
-"""The keyspace protocol this client speaks (seed 002); a queue records it on first write."""
+"""The keyspace protocol this client speaks; a queue records it on first write (docs/protocol.md,
+"Version fence")."""
 
 
 class Verdict(enum.Enum):
-    """What admission did with one job (seed 000 §3)."""
+    """What admission did with one job (docs/protocol.md, "Admission")."""
 
     ENQUEUED = "enqueued"
     DUPLICATE = "duplicate"  # the id was already known; the existing row is untouched

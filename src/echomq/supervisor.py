@@ -1,5 +1,5 @@
-"""A small supervisor for asyncio tasks, after OTP's (seed 003: ``one_for_one`` at the
-top, the cache tier ``rest_for_one``).
+"""A small supervisor for asyncio tasks, after OTP's (the game's tree in docs/architecture.md,
+"The supervision tree of the game": ``one_for_one`` at the top, the cache tier ``rest_for_one``).
 
 * Children start in list order and stop in reverse order.
 * ``one_for_one``: a child that dies is restarted alone.

@@ -70,7 +70,7 @@ class AsyncQueue(AsyncUpkeep):
 
     # --------------------------------------------------------------- admission
     async def enqueue(self, job_id: str, payload: bytes) -> Verdict:
-        """Admit one job (seed @enqueue): ENQUEUED, DUPLICATE or KIND.
+        """Admit one job (``lua/enqueue.lua``; docs/protocol.md, "Admission"): ENQUEUED, DUPLICATE or KIND.
 
         A malformed id raises InvalidJobId and a bad payload InvalidPayload (or
         PayloadTooLarge), both before any I/O.

@@ -1,6 +1,6 @@
 #!lua
 -- name: enqueue
--- summary: Admit one job onto the pending set (seed 000 §3 @enqueue, verbatim in behaviour).
+-- summary: Admit one job onto the pending set (docs/protocol.md, "Admission").
 --   Refuses a non-JOB id before any write and a duplicate id without writing;
 --   the row and the pending entry land together or not at all. Every check (kind, the
 --   shape of KEYS, the version fence) precedes the first write.

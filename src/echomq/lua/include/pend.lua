@@ -1,5 +1,5 @@
 -- pend(pending, lanes, meta, wake, id, lane, head): put id on the pending set.
--- A job without a lane scores 0 (seed 000 §2: admission order by id), and so does a
+-- A job without a lane scores 0 (admission order by id: docs/protocol.md, "Keys of queue q"), and so does a
 -- job that still holds its serial lane (head: it comes back from a retry, deferral or
 -- expired lease): the lane waits for it, so it must not queue behind the lane's own
 -- backlog, where a bounded claim window would never reach it.

@@ -1,0 +1,52 @@
+"""Documents that stand alone: nothing in src/ or docs/ (or the README) cites a document
+that is not in the repository: the seed documents by number, the product notes, or a
+path outside the tree. What such a citation stood for is written down in docs/ instead
+(docs/protocol.md "Admission", docs/architecture.md "At-least-once, leased")."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE = re.compile(
+    r"\bseeds?\s*(?:§\s*)?0\d\d\b"     # "seed 000", "seed 003 §1", "seeds 002"
+    r"|\bseed\s*@\w+"                  # "seed @enqueue"
+    r"|\bthe\s+seed(?:'s)?\b(?!\s+nodes?\b)"  # "the seed's enqueue" (not cluster seed nodes)
+    r"|\bin\s+the\s+seed\b"
+    r"|\bLESSONS\b|\bBRIEF\.md\b|\bSTYLE\.md\b|/work/shared\b",
+    re.IGNORECASE,
+)
+
+
+# src/codemojex joins when its citations are gone (issue 18, the game half of finding 10).
+TOPS = ("src/echomq", "docs")
+
+
+def documents() -> list[Path]:
+    out = [ROOT / "README.md"]
+    for top in TOPS:
+        out += sorted(p for p in (ROOT / top).rglob("*")
+                      if p.is_file() and p.suffix in {".py", ".md", ".lua", ".sql", ".html", ".js", ".css"}
+                      and "egg-info" not in p.parts)
+    return out
+
+
+def test_the_pattern_catches_each_kind_of_citation() -> None:
+    for text in ("(seed 000 §3)", "seed 003 §1", "Seed 002", "(seed @enqueue)",
+                 "the seed's `enqueue`", "in the seed)", "LESSONS: 1 in 9", "see BRIEF.md",
+                 "/work/shared/seeds/000_x.txt"):
+        assert OUTSIDE.search(text), text
+    for text in ("a list of seed nodes", "then the seed nodes", "chaos.py --seed 174475100",
+                 "seed: 42", "the seeds of a random generator"):
+        assert not OUTSIDE.search(text), text
+
+
+def test_no_document_cites_one_outside_the_repository() -> None:
+    paths = documents()
+    assert len(paths) > 50  # the walk found the tree
+    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+            for path in paths
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+            if OUTSIDE.search(line)]
+    assert not hits, "cites a document outside the repository:\n" + "\n".join(hits)
