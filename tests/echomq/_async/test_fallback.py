@@ -1,14 +1,17 @@
-"""The redis-py fallback: a connection the bulk wire does not speak (here a credential
-provider against an ACL user) keeps redis-py's pipeline, with the same guarantees.
+"""The redis-py fallback: a connection the bulk wire does not speak keeps redis-py's
+pipeline, with the same guarantees. Two such connections, each test run on both:
 
-Single server: the ACL user is created on it for the test and removed after. (TLS takes
-the same fallback, decided by the same check: ``tests/echomq/test_wire.py``.)
+* ``acl``: a credential provider logging in as an ACL user (created for the test on
+  the single server, removed after);
+* ``tls``: ``rediss://`` through a TLS front to the single server
+  (``tests/echomq/tls_proxy.py``: the embedded server is built without TLS).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,6 +21,7 @@ from redis.credentials import UsernamePasswordCredentialProvider
 from echomq import AsyncConnector, AsyncQueue, Verdict, generate
 from echomq.errors import ConfigurationError
 from tests.conftest import keys_of
+from tests.echomq.tls_proxy import self_signed, tls_front
 
 
 @pytest.fixture
@@ -40,11 +44,21 @@ def provider_conn(url: str, name: str, password: str) -> AsyncConnector:
     return AsyncConnector(client, retry_budget_s=2.0)
 
 
-@pytest.fixture
-async def fallback(valkey_url: str, acl_user: tuple[str, str]) -> AsyncIterator[AsyncConnector]:
-    conn = provider_conn(valkey_url, *acl_user)
-    yield conn
-    await conn.aclose()
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return self_signed(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(params=["acl", "tls"])
+async def fallback(request: pytest.FixtureRequest, valkey_url: str,
+                   tls_cert: tuple[Path, Path]) -> AsyncIterator[AsyncConnector]:
+    if request.param == "acl":
+        async with provider_conn(valkey_url, *request.getfixturevalue("acl_user")) as conn:
+            yield conn
+        return
+    with tls_front(valkey_url, *tls_cert) as url:
+        async with AsyncConnector.from_url(url) as conn:
+            yield conn
 
 
 @pytest.fixture
@@ -58,10 +72,21 @@ def jid() -> str:
     return generate("JOB")
 
 
-async def test_the_fallback_is_taken_and_authenticates_as_the_acl_user(
-        fallback: AsyncConnector, acl_user: tuple[str, str]) -> None:
+async def test_the_fallback_is_taken(fallback: AsyncConnector, qname: str) -> None:
     assert fallback.wire is None
-    assert (await fallback.command("ACL", "WHOAMI")).decode() == acl_user[0]
+    pool = fallback.client.connection_pool
+    assert (pool.connection_kwargs.get("credential_provider") is not None
+            or pool.connection_class.__name__ == "SSLConnection")
+    assert await AsyncQueue(fallback, qname).enqueue(jid(), b"x") is Verdict.ENQUEUED
+
+
+async def test_the_provider_logs_in_as_the_acl_user(
+        valkey_url: str, acl_user: tuple[str, str], qname: str, raw_single: redis.Redis) -> None:
+    async with provider_conn(valkey_url, *acl_user) as conn:
+        assert (await conn.command("ACL", "WHOAMI")).decode() == acl_user[0]
+        await AsyncQueue(conn, qname).enqueue_many([(jid(), b"x") for _ in range(3)])
+        # the fallback's pooled connection is logged in as the ACL user
+        assert [c for c in raw_single.client_list() if c["user"] == acl_user[0]]
 
 
 async def test_bulk_admission_verdicts_in_order_with_errors_in_place(
@@ -128,11 +153,3 @@ async def test_a_refused_permission_is_typed_in_place_and_writes_nothing(
     finally:
         await conn.aclose()
         raw_single.acl_deluser(name)
-
-
-async def test_the_server_sees_only_the_acl_user(
-        fallback: AsyncConnector, acl_user: tuple[str, str], qname: str,
-        raw_single: redis.Redis) -> None:
-    await AsyncQueue(fallback, qname).enqueue_many([(jid(), b"x") for _ in range(3)])
-    mine = [c for c in raw_single.client_list() if c["user"] == acl_user[0]]
-    assert mine  # the fallback's pooled connection is logged in as the ACL user

@@ -1,15 +1,18 @@
 # Generated from tests/echomq/_async/test_fallback.py by scripts/unasync_gen.py. Do not edit.
-"""The redis-py fallback: a connection the bulk wire does not speak (here a credential
-provider against an ACL user) keeps redis-py's pipeline, with the same guarantees.
+"""The redis-py fallback: a connection the bulk wire does not speak keeps redis-py's
+pipeline, with the same guarantees. Two such connections, each test run on both:
 
-Single server: the ACL user is created on it for the test and removed after. (TLS takes
-the same fallback, decided by the same check: ``tests/echomq/test_wire.py``.)
+* ``acl``: a credential provider logging in as an ACL user (created for the test on
+  the single server, removed after);
+* ``tls``: ``rediss://`` through a TLS front to the single server
+  (``tests/echomq/tls_proxy.py``: the embedded server is built without TLS).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -19,6 +22,7 @@ from redis.credentials import UsernamePasswordCredentialProvider
 from echomq import Connector, Queue, Verdict, generate
 from echomq.errors import ConfigurationError
 from tests.conftest import keys_of
+from tests.echomq.tls_proxy import self_signed, tls_front
 
 
 @pytest.fixture
@@ -41,11 +45,21 @@ def provider_conn(url: str, name: str, password: str) -> Connector:
     return Connector(client, retry_budget_s=2.0)
 
 
-@pytest.fixture
-def fallback(valkey_url: str, acl_user: tuple[str, str]) -> Iterator[Connector]:
-    conn = provider_conn(valkey_url, *acl_user)
-    yield conn
-    conn.close()
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return self_signed(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(params=["acl", "tls"])
+def fallback(request: pytest.FixtureRequest, valkey_url: str,
+                   tls_cert: tuple[Path, Path]) -> Iterator[Connector]:
+    if request.param == "acl":
+        with provider_conn(valkey_url, *request.getfixturevalue("acl_user")) as conn:
+            yield conn
+        return
+    with tls_front(valkey_url, *tls_cert) as url:
+        with Connector.from_url(url) as conn:
+            yield conn
 
 
 @pytest.fixture
@@ -59,10 +73,21 @@ def jid() -> str:
     return generate("JOB")
 
 
-def test_the_fallback_is_taken_and_authenticates_as_the_acl_user(
-        fallback: Connector, acl_user: tuple[str, str]) -> None:
+def test_the_fallback_is_taken(fallback: Connector, qname: str) -> None:
     assert fallback.wire is None
-    assert (fallback.command("ACL", "WHOAMI")).decode() == acl_user[0]
+    pool = fallback.client.connection_pool
+    assert (pool.connection_kwargs.get("credential_provider") is not None
+            or pool.connection_class.__name__ == "SSLConnection")
+    assert Queue(fallback, qname).enqueue(jid(), b"x") is Verdict.ENQUEUED
+
+
+def test_the_provider_logs_in_as_the_acl_user(
+        valkey_url: str, acl_user: tuple[str, str], qname: str, raw_single: redis.Redis) -> None:
+    with provider_conn(valkey_url, *acl_user) as conn:
+        assert (conn.command("ACL", "WHOAMI")).decode() == acl_user[0]
+        Queue(conn, qname).enqueue_many([(jid(), b"x") for _ in range(3)])
+        # the fallback's pooled connection is logged in as the ACL user
+        assert [c for c in raw_single.client_list() if c["user"] == acl_user[0]]
 
 
 def test_bulk_admission_verdicts_in_order_with_errors_in_place(
@@ -129,11 +154,3 @@ def test_a_refused_permission_is_typed_in_place_and_writes_nothing(
     finally:
         conn.close()
         raw_single.acl_deluser(name)
-
-
-def test_the_server_sees_only_the_acl_user(
-        fallback: Connector, acl_user: tuple[str, str], qname: str,
-        raw_single: redis.Redis) -> None:
-    Queue(fallback, qname).enqueue_many([(jid(), b"x") for _ in range(3)])
-    mine = [c for c in raw_single.client_list() if c["user"] == acl_user[0]]
-    assert mine  # the fallback's pooled connection is logged in as the ACL user
