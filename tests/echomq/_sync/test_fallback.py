@@ -57,9 +57,8 @@ def fallback(request: pytest.FixtureRequest, valkey_url: str,
         with provider_conn(valkey_url, *request.getfixturevalue("acl_user")) as conn:
             yield conn
         return
-    with tls_front(valkey_url, *tls_cert) as url:
-        with Connector.from_url(url) as conn:
-            yield conn
+    with tls_front(valkey_url, *tls_cert) as url, Connector.from_url(url) as conn:
+        yield conn
 
 
 @pytest.fixture
