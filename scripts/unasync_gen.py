@@ -38,6 +38,7 @@ REPLACEMENTS = [
     (r"\bAsyncConnector\b", "Connector"),
     (r"\bAsyncQueue\b", "Queue"),
     (r"\bAsyncUpkeep\b", "Upkeep"),
+    (r"\bAsyncScheduler\b", "Scheduler"),
     (r"\bAsyncClusterConnector\b", "ClusterConnector"),
     (r"\bAsyncWire\b", "Wire"),
     (r"\bAsyncStream\b", "Stream"),

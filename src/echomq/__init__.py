@@ -6,17 +6,21 @@ attempt counter is the fencing token. Both an asyncio API (``AsyncQueue``,
 ``AsyncConnector``, ``Consumer``) and a blocking one (``Queue``, ``Connector``)
 speak the same protocol; ``connect_async``/``connect`` pick a single server or a
 cluster (``AsyncClusterConnector``/``ClusterConnector``) from a URL or seed nodes.
-``derive_id`` maps a business key to the same job id every time (idempotent admission).
+``Schedule`` + ``AsyncScheduler``/``Scheduler`` admit one job per tick of a cron
+expression or interval, however many schedulers run. ``derive_id`` maps a business
+key to the same job id every time (idempotent admission).
 """
 
 from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.queue import AsyncQueue
+from echomq._async.scheduler import AsyncScheduler
 from echomq._sync.cluster import ClusterConnector, connect
 from echomq._sync.connector import Connector
 from echomq._sync.memory import memory_status
 from echomq._sync.queue import Queue
+from echomq._sync.scheduler import Scheduler
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import (
     BackPressure,
@@ -51,6 +55,7 @@ from echomq.model import (
 from echomq.outcomes import Ack, Backoff, Defer
 from echomq.producer import Producer, ProducerClosed
 from echomq.protocol import Bulk
+from echomq.schedules import Missed, Schedule, tick_of
 from echomq.supervisor import Supervisor
 
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "AsyncClusterConnector",
     "AsyncConnector",
     "AsyncQueue",
+    "AsyncScheduler",
     "BackPressure",
     "Backoff",
     "Bulk",
@@ -76,6 +82,7 @@ __all__ = [
     "JobView",
     "Lease",
     "MemoryStatus",
+    "Missed",
     "NotDurable",
     "PayloadTooLarge",
     "Producer",
@@ -85,6 +92,8 @@ __all__ = [
     "QueueNotFound",
     "QueueOptions",
     "RetryOutcome",
+    "Schedule",
+    "Scheduler",
     "ScriptContractError",
     "ServerBusy",
     "ServerError",
@@ -103,5 +112,6 @@ __all__ = [
     "memory_status_async",
     "queue_key",
     "slot",
+    "tick_of",
     "valid",
 ]

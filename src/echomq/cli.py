@@ -8,6 +8,7 @@
     echomq requeue-dead QUEUE     dead jobs back to pending
     echomq purge-dead QUEUE       delete dead jobs
     echomq dashboard              the web dashboard (--url, --port, --token, --read-only)
+    echomq schedule TARGET        admit the ticks of periodic jobs (module:SCHEDULES), --once
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from echomq import AsyncConnector, AsyncQueue, JobView, Lease, Stats, Verdict, generate, keyspace
+from echomq import (
+    AsyncConnector,
+    AsyncQueue,
+    JobView,
+    Lease,
+    Stats,
+    Verdict,
+    connect_async,
+    generate,
+    keyspace,
+)
 from echomq.clikit import Group, short_connector
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.info import ServerInfo, queue_info, server_info
@@ -249,6 +260,52 @@ def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst:
     took = f" in {report.shutdown_s:.2f}s" if report.shutdown_s is not None else ""
     click.echo(f"echomq worker {report.name}: stopped{took}; completed {report.completed}, "
                f"failed {report.failed}, handed back {report.handed_back}", err=True)
+
+
+@main.command()
+@click.argument("target")
+@URL
+@click.option("--once", is_flag=True, help="one pass: admit what is due now, print it, exit")
+def schedule(target: str, url: str | None, once: bool) -> None:
+    """Run the schedules at TARGET (package.module:NAME, a Schedule or a list of them).
+
+    Each tick is admitted once however many of these (or workers with the same
+    schedules) run. SIGTERM or SIGINT stops it (exit 0).
+    """
+    from echomq.schedules import Schedule
+    from echomq.worker import load_target
+
+    found = load_target(target)
+    schedules = [found] if isinstance(found, Schedule) else found
+    if not isinstance(schedules, list | tuple) or not all(isinstance(x, Schedule) for x in schedules):
+        raise click.UsageError(f"{target} is not a Schedule or a list of Schedules")
+    connector = short_connector(_url(url))  # a malformed URL: one line, nothing started
+    if not once:
+        connector = connect_async(_url(url))  # the default retry budget: it runs for long
+    asyncio.run(_schedule(connector, list(schedules), once))
+
+
+async def _schedule(connector: Any, schedules: list[Any], once: bool) -> None:
+    import signal
+
+    from echomq._async.scheduler import AsyncScheduler
+
+    scheduler = AsyncScheduler(connector, schedules, name="echomq schedule")
+    loop = asyncio.get_running_loop()
+
+    def admitted(fired: tuple[Any, int, str]) -> None:
+        click.echo(f"{fired[0].queue} {fired[0].name} tick {fired[1]} admitted {fired[2]}")
+
+    try:
+        if once:
+            for fired in await scheduler.tick():
+                admitted(fired)
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, scheduler.stop)
+        await scheduler.run(on_admit=admitted)
+    finally:
+        await connector.aclose()
 
 
 @main.command()

@@ -15,6 +15,8 @@ After arq's ``Worker``/``WorkerSettings``, ``rq worker`` and dramatiq's CLI:
   signal ends the grace period at once.
 * ``burst=True``: stop once the queues have nothing pending and nothing runs here
   (jobs scheduled for later are left for a later worker, as ``rq worker --burst``).
+* ``schedules=[Schedule(...)]``: the worker also admits periodic jobs
+  (:mod:`echomq.schedules`), each tick once however many workers run them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -37,12 +39,14 @@ from echomq import keyspace
 from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
+from echomq._async.scheduler import AsyncScheduler
 from echomq.consumer import Consumer, ConsumerOptions, Handler
 from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
 from echomq.model import Lease, QueueOptions
 from echomq.outcomes import Backoff, Defer, Outcome
 from echomq.registry import MinuteCounts, Registration, worker_name
+from echomq.schedules import Schedule
 from echomq.server import server_url_from_env
 
 __all__ = ["Worker", "WorkerReport", "WorkerSettings", "load_target", "run_worker"]
@@ -50,6 +54,7 @@ __all__ = ["Worker", "WorkerReport", "WorkerSettings", "load_target", "run_worke
 log = logging.getLogger("echomq.worker")
 
 Hook = Callable[[], Awaitable[None]]
+_NO_CONNECTOR: Any = None  # a scheduler built only to check its schedules
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +78,9 @@ class WorkerSettings:
     on_startup: Hook | None = None
     on_shutdown: Hook | None = None
     allow_eviction: bool = False  # run even if the server's maxmemory-policy could evict jobs
+    # Periodic jobs this worker also admits (echomq.schedules): each tick once, however
+    # many workers run the same schedules.
+    schedules: Sequence[Schedule] = ()
 
     def __post_init__(self) -> None:
         if not self.handlers:
@@ -83,6 +91,8 @@ class WorkerSettings:
                 raise TypeError(f"the handler of queue {queue!r} is not callable")
         if self.grace_s < 0:
             raise ValueError("grace_s must be >= 0")
+        if self.schedules:
+            AsyncScheduler(_NO_CONNECTOR, self.schedules)  # refuses bad schedules now (no I/O)
         self.consumer_options()  # refuses bad numbers now, not at the first claim
 
     def consumer_options(self) -> ConsumerOptions:
@@ -170,6 +180,7 @@ class Worker:
         self.minute = MinuteCounts()
         self.report = WorkerReport(name=self.name)
         self.metrics: Any = None  # echomq.metrics.WorkerMetrics when metrics_port is set
+        self.scheduler: AsyncScheduler | None = None  # when settings.schedules
         self._started = time.time()
         self._clock_offset_ms = 0.0  # server clock minus ours, for claim-to-start latency
         self._stop = asyncio.Event()
@@ -282,6 +293,9 @@ class Worker:
         aux = [asyncio.create_task(registration.run(), name=f"{self.name}:registry")]
         if s.burst:
             aux.append(asyncio.create_task(self._burst(), name=f"{self.name}:burst"))
+        if s.schedules:
+            self.scheduler = AsyncScheduler(connector, s.schedules, name=f"{self.name}/schedules")
+            aux.append(asyncio.create_task(self._schedules(self.scheduler), name=f"{self.name}:schedules"))
         if self.metrics is not None:
             aux.append(asyncio.create_task(self.metrics.refresh_forever(), name=f"{self.name}:metrics"))
         if self._stop.is_set():
@@ -315,6 +329,14 @@ class Worker:
                 await s.on_shutdown()
             self._fill_report()
         return self.report
+
+    async def _schedules(self, scheduler: AsyncScheduler) -> None:
+        try:
+            await scheduler.run()  # rides out transient refusals itself
+        except Exception as exc:
+            log.error("%s: the schedules stopped (%s); stopping the worker", self.name, exc)
+            self.stop()
+            raise
 
     def _fill_report(self) -> None:
         r = self.report

@@ -22,6 +22,7 @@ from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, genera
 from echomq.info import queue_info
 from echomq.protocol import Call, trace_attach
 from echomq.registry import Registration
+from echomq.schedules import Schedule
 from echomq.scripts import Script, bundle, parse
 
 _PRELUDE = """local __declared = {}
@@ -126,6 +127,10 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.job(a.id)
     await q.pending_size()
     await q.stats()
+    every = Schedule(name="dk", queue=qname, every_ms=1000, lane="sl")
+    tick = every.latest(await c.server_time_ms())
+    await c.eval(*every.call([], floor=tick - 2000))
+    await c.eval(*every.call([tick - 1000, tick]))
     reg = Registration(c, [qname], name="w1")  # type: ignore[arg-type]
     await reg.beat()
     await queue_info(c, qname)  # type: ignore[arg-type]
