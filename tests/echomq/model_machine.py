@@ -30,6 +30,7 @@ from echomq import (
     Completion,
     Connector,
     Lease,
+    ProtocolVersionError,
     Queue,
     QueueOptions,
     RetryOutcome,
@@ -56,7 +57,7 @@ REACH = frozenset({
     "delayed admission", "enqueue_many", "admit_many",
     # the fences
     "expired lease refused", "other attempt's token refused", "forged token refused",
-    "expired lease requeued",
+    "expired lease requeued", "version fence refused",
     # the batched settle path and the finish variants
     "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
     # upkeep: promote, retention, dead jobs
@@ -451,6 +452,56 @@ class QueueMachine(RuleBasedStateMachine):
         batch = self.q_short.options.reap_batch
         expect = self.ref.purge("done", batch) + self.ref.purge("dead", batch)
         assert self.q_short.trim() == expect
+
+    # ------------------------------------------------------- the version fence
+    @op(data=st.data(), call=st.sampled_from(["enqueue", "admit", "claim", "settle", "finish",
+                                               "upkeep"]))
+    def foreign_version(self, data: st.DataObject, call: str) -> None:
+        """A client of another major version recorded itself in the queue's meta: every
+        transition is refused with ProtocolVersionError and writes nothing (the invariant
+        compares the whole queue with the model after this step). The meta is then put
+        back, as if that client had never come."""
+        meta = self.q.keys["meta"]
+        mine = self.raw.hget(meta, "protocol")
+        self.raw.hset(meta, "protocol", "echomq:99.0.0")
+        try:
+            try:
+                if call == "enqueue":
+                    self.q.enqueue(generate("JOB"), b"foreign")
+                elif call == "admit":
+                    self.q.admit(generate("JOB"), b"foreign", lane="f", delay_ms=SHORT)
+                elif call == "claim":
+                    self.q.claim(2, lease_ms=LONG)
+                elif call == "settle":
+                    finished = [(self.pick(data), b"r")] if self.leases else []
+                    self.q.settle(finished, count=2, lease_ms=LONG,
+                                  candidates=[i.encode() for i in self.ref.ids("pending")[:4]] or [b"x"],
+                                  window=2)
+                elif call == "finish" and self.leases:
+                    lease = self.pick(data)
+                    how = data.draw(st.sampled_from(["heartbeat", "complete", "retry"]))
+                    if how == "heartbeat":
+                        self.q.heartbeat(lease, lease_ms=LONG)
+                    elif how == "complete":
+                        self.q.complete(lease, b"r")
+                    else:
+                        self.q.retry(lease, delay_ms=0, error="foreign")
+                else:
+                    how = data.draw(st.sampled_from(["reap", "promote", "trim", "purge_dead",
+                                                     "requeue_dead"]))
+                    if how in ("purge_dead", "requeue_dead"):
+                        getattr(self.q, how)(limit=4)
+                    else:
+                        getattr(self.q, how)()
+            except ProtocolVersionError:
+                self.ref.seen["version fence refused"] += 1
+            else:
+                raise AssertionError(f"{call}: another major version's queue was not refused")
+        finally:
+            if mine is None:
+                self.raw.hdel(meta, "protocol")
+            else:
+                self.raw.hset(meta, "protocol", mine)
 
     # --------------------------------------------------------------- the check
     @invariant()

@@ -8,7 +8,7 @@ local function fence(meta)
   if not recorded then return nil, false end
   local theirs = string.match(recorded, '^echomq:(%d+)%.')
   local ours = string.match(PROTOCOL, '^echomq:(%d+)%.')
-  if theirs ~= ours then -- the version fence: another major version
+  if theirs ~= ours then -- fence: another major version
     return redis.error_reply('EMQVERSION queue speaks ' .. recorded .. ', client speaks ' .. PROTOCOL), true
   end
   return nil, true
