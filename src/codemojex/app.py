@@ -27,36 +27,9 @@ from codemojex.workers import notify, score_worker, settle
 from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
 from codemojex.workers.score_worker import ScoreWorker
 from codemojex.workers.settle import SettleWorker
-from echomq import AsyncQueue
-from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
-from echomq.supervisor import ChildSpec, Supervisor
+from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
 
-__all__ = ["App", "ConsumerChild"]
-
-
-class ConsumerChild:
-    """A supervised consumer: every start is a fresh :class:`Consumer`; stats add up."""
-
-    def __init__(self, queue: AsyncQueue, handler: Handler, options: ConsumerOptions) -> None:
-        self.queue = queue
-        self.handler = handler
-        self.options = options
-        self.current: Consumer | None = None
-        self.past = ConsumerStats()
-
-    async def run(self) -> None:
-        if self.current is not None:
-            for name in ConsumerStats.__slots__:
-                setattr(self.past, name, getattr(self.past, name) + getattr(self.current.stats, name))
-        self.current = Consumer(self.queue, self.handler, options=self.options)
-        await self.current.run()
-
-    def stop(self) -> None:
-        if self.current is not None:
-            self.current.stop()
-
-    def spec(self, name: str) -> ChildSpec:
-        return ChildSpec(name, self.run, stop=self.stop, shutdown_s=self.options.grace_s + 1)
+__all__ = ["App"]
 
 
 class App:

@@ -31,9 +31,7 @@ from collections.abc import Mapping
 
 from codemojex.domain.emoji import EmojiSet
 from codemojex.wallet import Round
-from echomq import AsyncClusterConnector, AsyncConnector
-from echomq.scripts import Script, parse
-from echomq.supervisor import ChildSpec, Supervisor
+from echomq import AsyncClusterConnector, AsyncConnector, ChildSpec, Script, Supervisor, parse_script
 
 __all__ = ["DIRECTORY_KEY", "SHADOW", "CacheTable", "CacheTier", "Directory"]
 
@@ -42,7 +40,7 @@ log = logging.getLogger("codemojex.cache")
 DIRECTORY_KEY = "cm:cache:directory"
 DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth
 
-SHADOW: Script = parse("cache_shadow", """#!lua
+SHADOW: Script = parse_script("cache_shadow", """#!lua
 -- name: cache_shadow
 -- summary: build a cache value in its own fresh shadow key, whole and with its TTL
 -- KEYS[1] shadow: cm:cache:{<table>:<key>}:shadow:<token>, hash, unique per write

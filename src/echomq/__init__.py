@@ -21,7 +21,8 @@ from echomq._sync.connector import Connector
 from echomq._sync.memory import memory_status
 from echomq._sync.queue import Queue
 from echomq._sync.scheduler import Scheduler
-from echomq.consumer import Consumer, ConsumerOptions
+from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+from echomq.consumer_child import ConsumerChild
 from echomq.errors import (
     BackPressure,
     EchoMQError,
@@ -41,6 +42,7 @@ from echomq.errors import (
 )
 from echomq.ids import derive_id, generate, generate_many, valid
 from echomq.keyspace import job_key, queue_key, slot
+from echomq.local_cluster import LocalCluster
 from echomq.memory import MemoryStatus
 from echomq.model import (
     PROTOCOL,
@@ -52,11 +54,16 @@ from echomq.model import (
     Stats,
     Verdict,
 )
-from echomq.outcomes import Ack, Backoff, Defer
+from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
 from echomq.producer import Producer, ProducerClosed
 from echomq.protocol import Bulk
 from echomq.schedules import Missed, Schedule, tick_of
-from echomq.supervisor import Supervisor
+from echomq.scripts import Script
+from echomq.scripts import parse as parse_script
+from echomq.server import EmbeddedValkey, end_with_parent, server_url_from_env
+from echomq.server import forget as forget_server
+from echomq.server import track as track_server
+from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, run_until_signal
 
 __all__ = [
     "PROTOCOL",
@@ -67,23 +74,31 @@ __all__ = [
     "AsyncScheduler",
     "BackPressure",
     "Backoff",
+    "BackoffPolicy",
     "Bulk",
+    "ChildSpec",
     "ClusterConnector",
     "Completion",
     "Connector",
     "Consumer",
+    "ConsumerChild",
     "ConsumerOptions",
+    "ConsumerStats",
     "Defer",
     "EchoMQError",
+    "EmbeddedValkey",
+    "Handler",
     "InvalidArgument",
     "InvalidJobId",
     "InvalidPayload",
     "InvalidQueueName",
     "JobView",
     "Lease",
+    "LocalCluster",
     "MemoryStatus",
     "Missed",
     "NotDurable",
+    "Outcome",
     "PayloadTooLarge",
     "Producer",
     "ProducerClosed",
@@ -94,6 +109,7 @@ __all__ = [
     "RetryOutcome",
     "Schedule",
     "Scheduler",
+    "Script",
     "ScriptContractError",
     "ServerBusy",
     "ServerError",
@@ -101,17 +117,24 @@ __all__ = [
     "ServerUnavailable",
     "Stats",
     "Supervisor",
+    "SupervisorGaveUp",
     "Verdict",
     "connect",
     "connect_async",
     "derive_id",
+    "end_with_parent",
+    "forget_server",
     "generate",
     "generate_many",
     "job_key",
     "memory_status",
     "memory_status_async",
+    "parse_script",
     "queue_key",
+    "run_until_signal",
+    "server_url_from_env",
     "slot",
     "tick_of",
+    "track_server",
     "valid",
 ]

@@ -1,11 +1,76 @@
-"""The public facade: everything in __all__ exists, nothing connects at import."""
+"""The public facade: everything in __all__ exists, nothing connects at import, and the
+game (src/codemojex) imports EchoMQ through this facade only."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import echomq
+
+# Every name the facade exports, spelled out: a name added or dropped is a decision.
+EXPORTED = [
+    "PROTOCOL", "Ack", "AsyncClusterConnector", "AsyncConnector", "AsyncQueue", "AsyncScheduler",
+    "BackPressure",
+    "Backoff", "BackoffPolicy", "Bulk", "ChildSpec", "ClusterConnector", "Completion", "Connector",
+    "Consumer", "ConsumerChild", "ConsumerOptions", "ConsumerStats", "Defer", "EchoMQError",
+    "EmbeddedValkey", "Handler", "InvalidArgument", "InvalidJobId", "InvalidPayload",
+    "InvalidQueueName", "JobView", "Lease", "LocalCluster", "MemoryStatus", "Missed", "NotDurable",
+    "Outcome",
+    "PayloadTooLarge", "Producer", "ProducerClosed", "ProtocolVersionError", "Queue", "QueueNotFound",
+    "QueueOptions", "RetryOutcome", "Schedule", "Scheduler", "Script", "ScriptContractError",
+    "ServerBusy", "ServerError",
+    "ServerFull", "ServerUnavailable", "Stats", "Supervisor", "SupervisorGaveUp", "Verdict",
+    "connect", "connect_async", "derive_id", "end_with_parent", "forget_server", "generate",
+    "generate_many", "job_key",
+    "memory_status", "memory_status_async", "parse_script", "queue_key", "run_until_signal",
+    "server_url_from_env", "slot", "tick_of", "track_server", "valid",
+]
+# Public subpackages a user imports by name (``from echomq import dashboard``), each with
+# its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.
+NAMESPACES = {
+    "clikit": ["EXIT_BOUND_S", "EXPECTED", "Group", "describe", "short_connector"],
+    "dashboard": ["DashboardOptions", "Page", "ago", "badge", "create_app", "esc", "serve", "table"],
+    "ids": None,  # its own facade test: test_ids.py
+}
+GAME = Path(__file__).resolve().parents[2] / "src" / "codemojex"
+
+
+def test_the_facade_exports_exactly_the_listed_names() -> None:
+    assert sorted(echomq.__all__) == sorted(EXPORTED)
+
+
+def test_public_namespaces_export_what_they_list() -> None:
+    for name, listed in NAMESPACES.items():
+        mod = importlib.import_module(f"echomq.{name}")
+        if listed is not None:
+            assert sorted(mod.__all__) == sorted(listed), name
+        for item in mod.__all__:
+            assert hasattr(mod, item), (name, item)
+
+
+def _echomq_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of every ``import``/``from ... import`` of echomq in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "echomq":
+            out += [(node.module or "", a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "echomq") for a in node.names if a.name.split(".")[0] == "echomq"]
+    return out
+
+
+def test_the_game_imports_echomq_through_the_facade_only() -> None:
+    # bot/ratebudget.py is being moved onto EchoMQ's rate limits (issue 14) and goes away.
+    files = [p for p in GAME.rglob("*.py") if p.name != "ratebudget.py"]
+    assert files
+    wrong = [f"{p.relative_to(GAME)}: {mod} {name}" for p in files
+             for mod, name in _echomq_imports(p)
+             if mod != "echomq" or name not in {*echomq.__all__, *NAMESPACES, "echomq"}]
+    assert wrong == []
 
 
 def test_all_names_exist_once() -> None:

@@ -68,8 +68,7 @@ async def _main(valkey_url: str, pg_url: str, settings: object, round_s: float, 
     from codemojex.pg import open_pool
     from codemojex.service import RoundPlan, Services
     from codemojex.wallet import migrate
-    from echomq import connect_async
-    from echomq.supervisor import run_until_signal
+    from echomq import connect_async, run_until_signal
 
     pool = await open_pool(pg_url, min_size=2, max_size=16)
     connector = connect_async(valkey_url)

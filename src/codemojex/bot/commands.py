@@ -35,9 +35,7 @@ from codemojex.errors import Reason
 from codemojex.service import Admitted, Services, derive_id, submit
 from codemojex.service.codec import BadPayload, Note, encode
 from codemojex.wallet import Granted, balance, ensure_player, grant_start
-from echomq.consumer import ConsumerOptions
-from echomq.model import Lease
-from echomq.outcomes import Ack, Backoff, Outcome
+from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
 __all__ = ["OPTIONS", "START_COINS", "CommandWorker", "reply_id"]
 

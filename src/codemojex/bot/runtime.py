@@ -19,7 +19,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Literal
 
-from codemojex.app import App, ConsumerChild
+from codemojex.app import App
 from codemojex.bot import commands
 from codemojex.bot.commands import CommandWorker
 from codemojex.bot.ingress import Ingress, commands_queue
@@ -30,8 +30,7 @@ from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
 from codemojex.bot.webhook import WebhookServer, check_secret
 from codemojex.errors import ConfigurationError
 from codemojex.service import RoundPlan, Services, schedule
-from echomq.consumer import ConsumerOptions
-from echomq.supervisor import ChildSpec, Supervisor
+from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
 
 __all__ = ["BotApp", "BotSettings", "ensure_rounds"]
 

@@ -33,8 +33,7 @@ import psycopg
 from codemojex.chaos.gamework import GameWorkload
 from codemojex.chaos.queuework import QueueWorkload
 from codemojex.pg import PgServer
-from echomq.local_cluster import LocalCluster
-from echomq.server import EmbeddedValkey
+from echomq import EmbeddedValkey, LocalCluster
 
 __all__ = ["KINDS", "Injector", "pg_ctl"]
 

@@ -25,7 +25,7 @@ from codemojex.domain.emoji import default_set
 from codemojex.report import Checks, check_run
 from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule, submit
 from codemojex.wallet import ensure_player, grant_start
-from echomq.server import end_with_parent
+from echomq import end_with_parent
 
 __all__ = ["GameWorkload"]
 

@@ -27,8 +27,7 @@ from typing import Any
 
 import redis
 
-from echomq import AsyncQueue, QueueOptions, Verdict, generate
-from echomq.server import end_with_parent
+from echomq import AsyncQueue, QueueOptions, Verdict, end_with_parent, generate
 
 __all__ = ["QueueReport", "QueueWorkload", "WorkerProc"]
 

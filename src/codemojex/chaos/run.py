@@ -40,9 +40,7 @@ from codemojex.chaos.queuework import QueueWorkload
 from codemojex.pg import PgServer, open_pool
 from codemojex.service import Services
 from codemojex.wallet import audit, migrate
-from echomq import AsyncClusterConnector, AsyncConnector
-from echomq.local_cluster import LocalCluster
-from echomq.server import EmbeddedValkey
+from echomq import AsyncClusterConnector, AsyncConnector, EmbeddedValkey, LocalCluster
 
 __all__ = ["main"]
 

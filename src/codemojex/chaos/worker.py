@@ -22,9 +22,16 @@ import signal
 from collections.abc import Sequence
 from typing import IO, Any
 
-from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, Completion, Lease
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.outcomes import Backoff
+from echomq import (
+    AsyncClusterConnector,
+    AsyncConnector,
+    AsyncQueue,
+    Backoff,
+    Completion,
+    Consumer,
+    ConsumerOptions,
+    Lease,
+)
 
 __all__ = ["LoggingQueue", "main"]
 

@@ -20,9 +20,7 @@ from typing import Protocol
 
 from codemojex.service.codec import BadPayload, Note, decode_note
 from codemojex.service.context import NOTIFY_QUEUE
-from echomq.consumer import ConsumerOptions
-from echomq.model import Lease
-from echomq.outcomes import Ack, Backoff, Defer, Outcome
+from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
 __all__ = [
     "OPTIONS",

@@ -22,9 +22,7 @@ from codemojex.domain import exact_positions, format_guess, score
 from codemojex.service.codec import BadPayload, Note, decode_guess, derive_id, encode
 from codemojex.service.context import SCORE_QUEUE, Services
 from codemojex.wallet import AlreadyScored, Scored, get_round, record_score
-from echomq.consumer import ConsumerOptions
-from echomq.model import Lease
-from echomq.outcomes import Ack, Backoff, Outcome
+from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
 __all__ = ["OPTIONS", "QUEUE", "ScoreWorker", "note_id", "score_note"]
 

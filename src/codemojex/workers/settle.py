@@ -21,9 +21,7 @@ from codemojex.service.codec import BadPayload, CloseRound, decode_round_job
 from codemojex.service.context import SETTLE_QUEUE, Services
 from codemojex.service.rounds import close_and_settle, open_round
 from codemojex.wallet import NotReady, get_round
-from echomq.consumer import ConsumerOptions
-from echomq.model import Lease
-from echomq.outcomes import Ack, Backoff, Defer, Outcome
+from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
 __all__ = ["CLOSE_WAIT_S", "OPTIONS", "QUEUE", "RECHECK_MS", "SettleWorker"]
 

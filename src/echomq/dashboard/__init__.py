@@ -8,6 +8,7 @@ package adds pages with :class:`Page` (``codemojex dashboard`` adds the game's);
 echomq itself never imports one.
 """
 
-from echomq.dashboard.app import DashboardOptions, Page, create_app
+from echomq.dashboard.app import DashboardOptions, Page, create_app, serve
+from echomq.dashboard.render import ago, badge, esc, table
 
-__all__ = ["DashboardOptions", "Page", "create_app"]
+__all__ = ["DashboardOptions", "Page", "ago", "badge", "create_app", "esc", "serve", "table"]
