@@ -43,32 +43,21 @@ def test_a_rule_that_never_fires_fails_the_generator(
     assert "NoSuchNameAnywhere" in capsys.readouterr().err
 
 
-# A module that touches every rule once (its text is not meant to run).
-EVERY_RULE_FIRES = '''"""The asyncio implementation. x"""
-"""The asyncio API tests. x"""
+SOURCE = """\"\"\"The asyncio implementation. x\"\"\"
 import asyncio
-import time
-from collections.abc import AsyncIterator
-
-import redis.asyncio as redis_client
-
-from echomq._async.wire import AsyncWire
-from echomq._stream import AsyncStream
-
-__all__ = ["AsyncConnector", "AsyncQueue", "AsyncUpkeep", "AsyncClusterConnector"]
 
 
-async def connect_async(w: AsyncWire, s: AsyncStream, r: redis_client.Redis) -> AsyncIterator[int]:
-    async with w:
-        await asyncio.sleep(0)
-    await w.aclose()
-    time.monotonic()
-    yield 1
-
-
-def __aenter__() -> None: ...
-def __aexit__() -> None: ...
-'''
+async def go(q: AsyncQueue) -> None:
+    await asyncio.sleep(0)
+"""
+RULES = [
+    (r"^import asyncio\n", "import time\n"),
+    (r"\basyncio\.sleep\b", "time.sleep"),
+    (r"\basync def\b", "def"),
+    (r"\bawait ", ""),
+    (r"\bAsyncQueue\b", "Queue"),
+    (r"The asyncio implementation\.[^\"]*", "The blocking implementation."),
+]
 
 
 def test_a_stale_or_orphaned_copy_is_reported_and_rewritten(
@@ -76,15 +65,16 @@ def test_a_stale_or_orphaned_copy_is_reported_and_rewritten(
     src, dst = tmp_path / "_async", tmp_path / "_sync"
     src.mkdir()
     dst.mkdir()
-    # one small tree where every rule fires
-    (src / "a.py").write_text(EVERY_RULE_FIRES)
+    (src / "a.py").write_text(SOURCE)  # one small tree where each of RULES fires
     (dst / "orphan.py").write_text("x = 1\n")
     monkeypatch.setattr(gen, "ROOT", tmp_path)
     monkeypatch.setattr(gen, "TREES", [(src, dst)])
+    monkeypatch.setattr(gen, "REPLACEMENTS", RULES)
     assert gen.main(check=True) == 1
     assert gen.main(check=False) == 0
     assert not (dst / "orphan.py").exists()
     text = (dst / "a.py").read_text()
     assert text.startswith("# Generated from _async/a.py by scripts/unasync_gen.py. Do not edit.\n")
     assert "async def" not in text and "await " not in text and "AsyncQueue" not in text
+    assert "def go(q: Queue) -> None:\n    time.sleep(0)" in text
     assert gen.main(check=True) == 0
