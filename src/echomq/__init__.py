@@ -15,12 +15,16 @@ from echomq._async.cluster import AsyncClusterConnector, connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.queue import AsyncQueue
+from echomq._async.reshard import reshard as reshard_async
 from echomq._async.scheduler import AsyncScheduler
+from echomq._async.sharded import AsyncShardedQueue
 from echomq._sync.cluster import ClusterConnector, connect
 from echomq._sync.connector import Connector
 from echomq._sync.memory import memory_status
 from echomq._sync.queue import Queue
+from echomq._sync.reshard import reshard
 from echomq._sync.scheduler import Scheduler
+from echomq._sync.sharded import ShardedQueue
 from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
 from echomq.consumer_child import ConsumerChild
 from echomq.errors import (
@@ -33,12 +37,14 @@ from echomq.errors import (
     NotDurable,
     PayloadTooLarge,
     ProtocolVersionError,
+    QueueNotDrained,
     QueueNotFound,
     ScriptContractError,
     ServerBusy,
     ServerError,
     ServerFull,
     ServerUnavailable,
+    ShardCountMismatch,
 )
 from echomq.ids import derive_id, generate, generate_many, valid
 from echomq.keyspace import job_key, queue_key, slot
@@ -63,6 +69,7 @@ from echomq.scripts import parse as parse_script
 from echomq.server import EmbeddedValkey, end_with_parent, server_url_from_env
 from echomq.server import forget as forget_server
 from echomq.server import track as track_server
+from echomq.sharded_consumer import ShardedConsumer
 from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, run_until_signal
 
 __all__ = [
@@ -72,6 +79,7 @@ __all__ = [
     "AsyncConnector",
     "AsyncQueue",
     "AsyncScheduler",
+    "AsyncShardedQueue",
     "BackPressure",
     "Backoff",
     "BackoffPolicy",
@@ -104,6 +112,7 @@ __all__ = [
     "ProducerClosed",
     "ProtocolVersionError",
     "Queue",
+    "QueueNotDrained",
     "QueueNotFound",
     "QueueOptions",
     "RetryOutcome",
@@ -115,6 +124,9 @@ __all__ = [
     "ServerError",
     "ServerFull",
     "ServerUnavailable",
+    "ShardCountMismatch",
+    "ShardedConsumer",
+    "ShardedQueue",
     "Stats",
     "Supervisor",
     "SupervisorGaveUp",
@@ -131,6 +143,8 @@ __all__ = [
     "memory_status_async",
     "parse_script",
     "queue_key",
+    "reshard",
+    "reshard_async",
     "run_until_signal",
     "server_url_from_env",
     "slot",

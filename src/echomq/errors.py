@@ -21,8 +21,10 @@ replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES
     ├── ServerUnavailable       the server could not be reached within the retry budget
     ├── QueueNotFound           an operator command named a queue the server has never seen
     ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
+    ├── QueueNotDrained         a reshard asked of a queue whose shards still hold jobs
     └── ConfigurationError      the server refuses this client until a person fixes its setup
         └── ProtocolVersionError the queue was written by an incompatible protocol version
+            └── ShardCountMismatch a sharded queue built with another shard count
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ __all__ = [
     "NotDurable",
     "PayloadTooLarge",
     "ProtocolVersionError",
+    "QueueNotDrained",
     "QueueNotFound",
     "ScriptContractError",
     "ServerBusy",
     "ServerError",
     "ServerFull",
     "ServerUnavailable",
+    "ShardCountMismatch",
 ]
 
 
@@ -93,6 +97,12 @@ class ProtocolVersionError(ConfigurationError):
     """
 
 
+class ShardCountMismatch(ProtocolVersionError):
+    """A sharded queue's record (``emq:{q}:shards``) names another shard count than the
+    client was built with, or one of its shards was retired by a reshard. Checked before
+    the client's first call; a retired shard refuses every script (echomq.sharding)."""
+
+
 class ServerError(EchoMQError):
     """The server answered an error that no script contract lists as an outcome."""
 
@@ -122,6 +132,12 @@ class NotDurable(EchoMQError):
     acknowledged within ``durable_timeout_ms``. The job *was* written on the primary, so
     it may run, or be lost if that primary fails before its replica catches up: treat it
     as not admitted and resend the same id later (a resend answers DUPLICATE if it held)."""
+
+
+class QueueNotDrained(EchoMQError):
+    """A reshard (drain-and-switch) refused: the old shards still hold pending, active,
+    delayed or dead jobs. Nothing was changed; drain them (and requeue or purge the dead)
+    and ask again."""
 
 
 class QueueNotFound(EchoMQError, LookupError):

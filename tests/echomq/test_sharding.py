@@ -1,0 +1,264 @@
+"""Sharded queues (echomq.sharding, echomq._async.sharded): one logical queue over N
+ordinary queues, on the single server and on the local 3+3 cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+import redis
+
+from echomq import (
+    AsyncShardedQueue,
+    Completion,
+    ConsumerOptions,
+    InvalidArgument,
+    InvalidJobId,
+    Lease,
+    QueueNotDrained,
+    QueueNotFound,
+    ShardCountMismatch,
+    ShardedConsumer,
+    ShardedQueue,
+    Verdict,
+    generate,
+    keyspace,
+    reshard_async,
+)
+from echomq.local_cluster import LocalCluster
+from echomq.sharding import MAX_SHARDS, RETIRED, ShardLayout, record_key
+
+LONG = 600_000
+
+
+# ------------------------------------------------------------------ layout (pure)
+@pytest.mark.parametrize("count", [1, 2, 3, 6, 12, 64])
+def test_each_shard_sits_in_the_middle_of_its_own_slot_range(count: int) -> None:
+    layout = ShardLayout("orders", count)
+    width = keyspace.SLOTS / count
+    for i, name in enumerate(layout.names):
+        assert name.startswith(f"orders#{i}/{count}")
+        slot = keyspace.slot(keyspace.queue_key(name, "pending"))
+        assert i * width + width / 4 <= slot < (i + 1) * width - width / 4
+    assert len(set(layout.names)) == count
+
+
+def test_a_lane_keeps_its_jobs_in_one_shard_and_ids_spread() -> None:
+    layout = ShardLayout("q", 6)
+    assert len({layout.index(generate("JOB"), "player-7") for _ in range(50)}) == 1
+    spread = Counter(layout.index(generate("JOB")) for _ in range(6000))
+    assert len(spread) == 6 and min(spread.values()) > 600  # uniform: 1000 each
+
+
+@pytest.mark.parametrize("count", [0, -1, MAX_SHARDS + 1, True, "3"])
+def test_a_bad_shard_count_is_refused_before_any_io(count: Any) -> None:
+    with pytest.raises(InvalidArgument):
+        ShardLayout("q", count)
+
+
+def test_names_that_would_not_fit_are_refused() -> None:
+    with pytest.raises(InvalidArgument):
+        ShardLayout("x" * 120, 3)
+    with pytest.raises(InvalidArgument):
+        ShardLayout("a{b}", 3)
+
+
+# ----------------------------------------------------------- placement on the cluster
+def test_shards_land_on_different_primaries(local_cluster: LocalCluster) -> None:
+    for count, per_primary in ((3, 1), (6, 2)):
+        owners = Counter(
+            local_cluster.primary_for_key(keyspace.queue_key(name, "pending")).port
+            for name in ShardLayout("placed", count).names)
+        assert sorted(owners.values()) == [per_primary] * 3, owners
+
+
+# ------------------------------------------------------------------- admission
+async def test_enqueue_many_gives_verdicts_in_input_order(conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    ids = [generate("JOB") for _ in range(60)]
+    wrong = generate("ORD")
+    items: list[Any] = [(i, b"x") for i in ids]
+    items += [(ids[0], b"again"), (wrong, b"x"), ("not-an-id", b"x"), ("only-one",),
+              (ids[5], "not bytes")]
+    got = await q.enqueue_many(items)
+    assert got[:60] == [Verdict.ENQUEUED] * 60
+    assert got[60] is Verdict.DUPLICATE and got[61] is Verdict.KIND
+    assert isinstance(got[62], InvalidJobId) and isinstance(got[63], InvalidArgument)
+    assert isinstance(got[64], InvalidArgument)
+    per_shard = await q.stats_by_shard()
+    assert [s.pending for s in per_shard] == [
+        sum(1 for i in ids if q.layout.index(i) == n) for n in range(3)]
+    assert min(s.pending for s in per_shard) > 0
+    assert (await q.stats()).pending == 60 == await q.pending_size()
+    for jid in ids[:5]:
+        assert (await q.job(jid)) is not None
+
+
+async def test_a_serial_lane_keeps_its_order_in_one_shard(conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    ids = [generate("JOB") for _ in range(8)]
+    for jid in ids:
+        assert await q.admit(jid, b"", lane="p1", serial=True) is Verdict.ENQUEUED
+    home = q.shard_for(ids[0], "p1")
+    assert (await home.stats()).pending == 8
+    order = []
+    for _ in range(8):
+        (lease,) = await q.claim(4, lease_ms=LONG)  # one at a time: the lane is serial
+        order.append(lease.id)
+        assert lease.queue == home.name
+        assert await q.complete(lease) is not None
+    assert order == ids
+
+
+async def test_a_client_with_another_shard_count_is_refused(conn: Any, qname: str) -> None:
+    q3 = AsyncShardedQueue(conn, qname, shards=3)
+    assert await q3.enqueue(generate("JOB"), b"") is Verdict.ENQUEUED
+    q4 = AsyncShardedQueue(conn, qname, shards=4)
+    with pytest.raises(ShardCountMismatch, match="has 3 shards"):
+        await q4.enqueue(generate("JOB"), b"")
+    with pytest.raises(ShardCountMismatch):
+        await q4.stats()
+    assert (await q3.stats()).pending == 1  # the refused client wrote nothing
+
+
+def test_the_blocking_api_is_the_same_queue(sync_conn: Any, qname: str) -> None:
+    q = ShardedQueue(sync_conn, qname, shards=3)
+    got = q.enqueue_many([(generate("JOB"), b"p") for _ in range(9)])
+    assert got == [Verdict.ENQUEUED] * 9
+    leases = q.claim(9, lease_ms=LONG)
+    assert len(leases) == 9
+    assert q.complete_many(leases) == [Completion.COMPLETED] * 9
+    assert q.stats().done == 9
+
+
+# ------------------------------------------------------------------ claim plane
+async def test_claims_visit_every_shard_in_turn(conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    for n in range(3):  # ten jobs in each shard
+        lane = next(f"l{i}" for i in range(1000) if q.layout.index("", f"l{i}") == n)
+        await q.admit_many([(generate("JOB"), b"", lane) for _ in range(10)])
+    taken = Counter()
+    for _ in range(9):
+        (lease,) = await q.claim(1, lease_ms=LONG)
+        taken[lease.queue] += 1
+    assert sorted(taken.values()) == [3, 3, 3]  # one claim per shard per turn
+    leases = await q.claim(30, lease_ms=LONG)  # the rest, from every shard in one call
+    assert len(leases) == 21
+    deadlines = await q.heartbeat_many(leases, lease_ms=LONG)
+    assert all(deadlines)
+    results = [lease.id.encode() for lease in leases]
+    done = await q.complete_many(leases, results)
+    assert done == [Completion.COMPLETED] * 21
+    assert (await q.stats()).done == 21
+
+
+async def test_a_lease_of_another_queue_is_refused(conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=2)
+    stray = Lease(queue="elsewhere", id=generate("JOB"), attempt=1, payload=b"", lane=None,
+                  deadline_ms=0)
+    with pytest.raises(InvalidArgument):
+        await q.complete(stray)
+
+
+# ------------------------------------------------------- dead jobs, pages, upkeep
+async def test_dead_jobs_and_pages_cover_every_shard(conn: Any, qname: str) -> None:
+    from echomq import QueueOptions
+
+    q = AsyncShardedQueue(conn, qname, shards=3, options=QueueOptions(max_attempts=1))
+    await q.enqueue_many([(generate("JOB"), b"") for _ in range(12)])
+    for lease in await q.claim(12, lease_ms=LONG):
+        await q.retry(lease, delay_ms=0, error="boom")
+    assert (await q.stats()).dead == 12
+    assert sum(1 for s in await q.stats_by_shard() if s.dead) >= 2
+    page1 = await q.browse("dead", offset=0, limit=5)
+    page2 = await q.browse("dead", offset=5, limit=50)
+    assert len(page1) == 5 and len(page2) == 7
+    assert len({v.id for v in page1 + page2}) == 12
+    moved = await q.requeue_dead(limit=5)
+    assert int(moved) == 5 and moved.remaining == 7
+    gone = await q.purge_dead(limit=100)
+    assert int(gone) == 7 and gone.remaining == 0
+    assert (await q.stats()).pending == 5
+    assert await q.cancel([v.id for v in page1]) == 5
+    assert (await q.stats()).total == 0
+    with pytest.raises(InvalidArgument):
+        await q.browse("dead", limit=-1)
+
+
+# -------------------------------------------------------------------- consumer
+async def test_a_sharded_consumer_drains_and_wakes_on_every_shard(conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    seen: list[Lease] = []
+
+    async def handler(lease: Lease) -> None:
+        seen.append(lease)
+
+    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(concurrency=6, beat_ms=50,
+                                                                   lease_ms=5000))
+    run = asyncio.create_task(consumer.run())
+    ids = [generate("JOB") for _ in range(30)]
+    await q.enqueue_many([(i, b"") for i in ids])
+    await _until(lambda: len(seen) >= 30)
+    # idle now: one job on each shard is picked up again
+    more = [next(j for j in iter(lambda: generate("JOB"), None) if q.layout.index(j) == n)
+            for n in range(3)]
+    for jid in more:
+        await q.enqueue(jid, b"")
+    await _until(lambda: len(seen) >= 33)
+    consumer.stop()
+    await asyncio.wait_for(run, 30)
+    assert sorted(x.id for x in seen) == sorted(ids + more)
+    assert len({x.queue for x in seen}) == 3
+    assert consumer.stats.completed == 33
+    assert (await q.stats()).done == 33
+
+
+async def _until(cond: Any, within_s: float = 30.0) -> None:
+    give_up = time.monotonic() + within_s
+    while not cond():
+        assert time.monotonic() < give_up, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+# ------------------------------------------------------------------- reshard
+async def test_reshard_is_drain_and_switch(conn: Any, qname: str, raw: redis.Redis) -> None:
+    old = AsyncShardedQueue(conn, qname, shards=3)
+    jid = generate("JOB")
+    await old.enqueue_many([(jid, b""), *[(generate("JOB"), b"") for _ in range(8)]])
+    with pytest.raises(QueueNotDrained, match="9 pending"):
+        await reshard_async(conn, qname, to=6)
+    assert int(raw.hget(record_key(qname), "count")) == 3  # nothing changed
+    leases = await old.claim(9, lease_ms=LONG)
+    await old.complete_many(leases)
+    assert await reshard_async(conn, qname, to=6) == 3
+    # the stale client (opened with 3) is refused at every door, writing nothing
+    with pytest.raises(ShardCountMismatch, match="resharded"):
+        await old.enqueue(generate("JOB"), b"")
+    with pytest.raises(ShardCountMismatch):
+        await old.claim(1, lease_ms=LONG)
+    with pytest.raises(ShardCountMismatch):
+        await AsyncShardedQueue(conn, qname, shards=3).stats()
+    new = AsyncShardedQueue(conn, qname, shards=6)
+    assert (await new.stats()).total == 0  # done rows went with the old layout
+    assert await new.enqueue(jid, b"") is Verdict.ENQUEUED  # the dedupe window restarts
+    for name in old.layout.names:  # an old shard keeps only its retired meta
+        keys = {k.decode() for k in raw.scan_iter(match=f"emq:{{{name}}}:*")}
+        assert keys <= {f"emq:{{{name}}}:meta", f"emq:{{{name}}}:maint"}
+        assert raw.hget(f"emq:{{{name}}}:meta", "protocol").decode().startswith(RETIRED)
+    # and back to 3: the old layout is revived, the 6-shard one retired
+    await new.complete_many(await new.claim(1, lease_ms=LONG))
+    assert await reshard_async(conn, qname, to=3) == 6
+    again = AsyncShardedQueue(conn, qname, shards=3)
+    assert await again.enqueue(generate("JOB"), b"") is Verdict.ENQUEUED
+    with pytest.raises(ShardCountMismatch):
+        await new.enqueue(generate("JOB"), b"")
+
+
+async def test_reshard_of_an_unknown_queue_is_refused(conn: Any, qname: str) -> None:
+    with pytest.raises(QueueNotFound):
+        await reshard_async(conn, qname, to=3)
+    with pytest.raises(InvalidArgument):
+        await reshard_async(conn, qname, to=0)
