@@ -7,6 +7,7 @@
     echomq browse QUEUE STATE     a page of jobs in a state
     echomq requeue-dead QUEUE     dead jobs back to pending
     echomq purge-dead QUEUE       delete dead jobs
+    echomq reshard QUEUE --to N   switch a drained sharded queue to N shards
     echomq dashboard              the web dashboard (--url, --port, --token, --read-only)
     echomq schedule TARGET        admit the ticks of periodic jobs (module:SCHEDULES), --once
 """
@@ -27,6 +28,7 @@ from rich.table import Table
 from echomq import (
     AsyncConnector,
     AsyncQueue,
+    AsyncShardedQueue,
     JobView,
     Lease,
     Stats,
@@ -34,12 +36,15 @@ from echomq import (
     connect_async,
     generate,
     keyspace,
+    reshard_async,
 )
 from echomq.clikit import Group, short_connector
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.info import ServerInfo, queue_info, server_info
 from echomq.info_view import render_info
+from echomq.logical import open_queue
 from echomq.server import EmbeddedValkey, server_url_from_env
+from echomq.sharding import MAX_SHARDS
 
 __all__ = ["main"]
 
@@ -138,10 +143,11 @@ def _run_on(url: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
     return asyncio.run(go())
 
 
-async def _checked(connector: Any, queue: str) -> AsyncQueue:
-    """The queue named ``queue``; QueueNotFound (one line) for a name never written."""
+async def _checked(connector: Any, queue: str) -> AsyncQueue | AsyncShardedQueue:
+    """The queue named ``queue`` (a sharded one as one queue); QueueNotFound (one line)
+    for a name never written."""
     await queue_info(connector, keyspace.check_queue(queue))  # raises QueueNotFound
-    return AsyncQueue(connector, queue)
+    return await open_queue(connector, queue)
 
 
 URL = click.option("--url", default=None, help="server URL (default: ECHOMQ_URL)")
@@ -200,6 +206,19 @@ def purge_dead(queue: str, url: str | None) -> None:
         return await (await _checked(connector, queue)).purge_dead()
 
     console.print(f"purged {_run_on(url, go)}")
+
+
+@main.command()
+@click.argument("queue")
+@click.option("--to", "to", required=True, type=click.IntRange(1, MAX_SHARDS),
+              help="the new shard count")
+@URL
+def reshard(queue: str, to: int, url: str | None) -> None:
+    """Switch the sharded QUEUE to --to shards once it is drained (drain-and-switch)."""
+    async def go(connector: Any) -> int:
+        return await reshard_async(connector, keyspace.check_queue(queue), to=to)
+
+    console.print(f"{queue}: {_run_on(url, go)} shards -> {to}")
 
 
 @main.command()

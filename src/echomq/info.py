@@ -28,9 +28,11 @@ from echomq import ids, keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
 from echomq.errors import QueueNotFound
+from echomq.logical import is_shard_name, shard_count
 from echomq.memory import parse_info
 from echomq.model import Stats
 from echomq.scripts import load
+from echomq.sharding import ShardLayout
 
 __all__ = ["WINDOW_MS", "QueueInfo", "ServerInfo", "WorkerInfo", "discover_queues", "queue_info",
            "server_info"]
@@ -39,6 +41,7 @@ WINDOW_MS = 60_000
 """The window of the recent counts: the last minute."""
 
 _META = f"{keyspace.PREFIX}:{{*}}:meta"
+_SHARDS = f"{keyspace.PREFIX}:{{*}}:shards"  # a sharded queue's record (echomq.sharding)
 
 
 def _text(value: Any) -> str:
@@ -115,23 +118,26 @@ def _nodes(connector: AsyncConnector | AsyncClusterConnector) -> list[AsyncConne
 
 
 async def discover_queues(connector: AsyncConnector | AsyncClusterConnector) -> list[str]:
-    """The names of every queue on the server (each has an ``emq:{q}:meta``), sorted."""
+    """The names of every queue on the server (each has an ``emq:{q}:meta``), sorted; a
+    sharded queue is listed once by its own name, its shards not at all."""
     if isinstance(connector, AsyncClusterConnector):
         await connector.refresh()
     names: set[str] = set()
+    sharded: set[str] = set()
     for node in _nodes(connector):
-        cursor: Any = 0
-        while True:
-            cursor, found = await node.command("SCAN", cursor, "MATCH", _META, "COUNT", 1000)
-            for key in found:
-                name = keyspace.hash_tag(key).decode(errors="replace")
-                try:
-                    names.add(keyspace.check_queue(name))
-                except ValueError:
-                    continue  # not one of ours
-            if int(cursor) == 0:
-                break
-    return sorted(names)
+        for pattern, into in ((_META, names), (_SHARDS, sharded)):
+            cursor: Any = 0
+            while True:
+                cursor, found = await node.command("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+                for key in found:
+                    name = keyspace.hash_tag(key).decode(errors="replace")
+                    try:
+                        into.add(keyspace.check_queue(name))
+                    except ValueError:
+                        continue  # not one of ours
+                if int(cursor) == 0:
+                    break
+    return sorted({n for n in names if not is_shard_name(n, sharded)} | sharded)
 
 
 def _age(first_ids: list[str], now_ms: int) -> float | None:
@@ -149,7 +155,13 @@ def _worker(queue: str, name: Any, deadline: Any, about: Any) -> WorkerInfo:
 
 
 async def queue_info(connector: AsyncConnector | AsyncClusterConnector, name: str) -> QueueInfo:
-    """One queue's counts, rates, oldest pending age and workers; QueueNotFound if unknown."""
+    """One queue's counts, rates, oldest pending age and workers; QueueNotFound if unknown.
+    A sharded queue's figures are its shards' summed (the oldest age: the oldest of them)."""
+    count = await shard_count(connector, name)
+    if count is not None:
+        parts = [await queue_info(connector, sub) if await _exists(connector, sub) else None
+                 for sub in ShardLayout(name, count).names]
+        return _merged(name, [x for x in parts if x is not None])
     k = {t: keyspace.queue_key(name, t) for t in ("pending", "active", "delayed", "done", "dead",
                                                  "meta", "workers", "workers:about")}
     reply = await connector.eval(load("info"), list(k.values()), [WINDOW_MS])
@@ -170,6 +182,27 @@ async def queue_info(connector: AsyncConnector | AsyncClusterConnector, name: st
         overdue_leases=overdue,
         now_ms=now,
         workers=workers,
+    )
+
+
+async def _exists(connector: AsyncConnector | AsyncClusterConnector, name: str) -> bool:
+    return bool(await connector.command("EXISTS", keyspace.queue_key(name, "meta")))
+
+
+def _merged(name: str, parts: list[QueueInfo]) -> QueueInfo:
+    ages = [x.oldest_pending_age_s for x in parts if x.oldest_pending_age_s is not None]
+    return QueueInfo(
+        name=name,
+        counts=Stats(*(sum(getattr(x.counts, s) for x in parts)
+                       for s in ("pending", "active", "delayed", "done", "dead"))),
+        completed_last_minute=sum(x.completed_last_minute for x in parts),
+        dead_last_minute=sum(x.dead_last_minute for x in parts),
+        processed_last_minute=sum(x.processed_last_minute for x in parts),
+        failed_last_minute=sum(x.failed_last_minute for x in parts),
+        oldest_pending_age_s=max(ages) if ages else None,
+        overdue_leases=sum(x.overdue_leases for x in parts),
+        now_ms=max((x.now_ms for x in parts), default=0),
+        workers=[w for x in parts for w in x.workers],
     )
 
 

@@ -262,3 +262,44 @@ async def test_reshard_of_an_unknown_queue_is_refused(conn: Any, qname: str) -> 
         await reshard_async(conn, qname, to=3)
     with pytest.raises(InvalidArgument):
         await reshard_async(conn, qname, to=0)
+
+
+# ------------------------------------------------- operators see the logical queue
+def _cli(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from echomq.cli import main
+
+    result = CliRunner(env={"ECHOMQ_URL": None}).invoke(main, list(args), prog_name="echomq")
+    return result.exit_code, result.stdout, result.stderr
+
+
+async def test_info_cli_and_dashboard_see_one_logical_queue(conn: Any, qname: str,
+                                                            backend_url: str) -> None:
+    import json
+
+    from echomq.dashboard import data
+
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    await q.enqueue_many([(generate("JOB"), b"") for _ in range(12)])
+    (lease,) = await q.claim(1, lease_ms=LONG)
+    await q.retry(lease, delay_ms=LONG, error="later")
+    names = await data.discover(conn)
+    assert qname in names and not any(n.startswith(f"{qname}#") for n in names)
+    summary = await data.summary(conn, qname)
+    assert (summary.counts.pending, summary.counts.delayed) == (11, 1)
+    assert len(await data.page(conn, qname, "pending", 0, 50)) == 11
+    detail = await data.job_detail(conn, qname, lease.id)
+    assert detail is not None and detail.state == "delayed"
+
+    def run() -> None:
+        code, out, err = _cli("info", qname, "--json", "--url", backend_url)
+        assert code == 0, err
+        (info,) = json.loads(out)["queues"]
+        assert info["name"] == qname and info["counts"]["pending"] == 11
+        code, out, _ = _cli("stats", qname, "--url", backend_url)
+        assert code == 0 and "pending=11" in out and "delayed=1" in out
+        code, out, err = _cli("reshard", qname, "--to", "6", "--url", backend_url)
+        assert code != 0 and "Traceback" not in err and "still holds jobs" in err, err
+
+    await asyncio.to_thread(run)

@@ -25,10 +25,10 @@ from urllib.parse import urlencode, urlparse
 from aiohttp import web
 
 from echomq import ids as branded
-from echomq._async.queue import AsyncQueue
 from echomq.dashboard.app import state
 from echomq.errors import EchoMQError, InvalidQueueName
 from echomq.keyspace import check_queue
+from echomq.logical import open_queue
 
 __all__ = ["ALLOWED", "MAX_IDS", "act"]
 
@@ -73,8 +73,8 @@ async def act(request: web.Request) -> web.Response:
     if not 1 <= len(chosen) <= MAX_IDS or not all(branded.valid(i) for i in chosen):
         return _refuse(400, f"choose 1..{MAX_IDS} jobs by their ids", json=wants_json)
     chosen = list(dict.fromkeys(chosen))  # a repeated id is one job
-    q = AsyncQueue(st.connector, name)
     try:
+        q = await open_queue(st.connector, name)
         if action == "retry":
             done = await q.requeue(chosen)
         elif where == "dead":

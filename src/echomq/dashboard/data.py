@@ -13,8 +13,9 @@ from typing import Any
 
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
-from echomq._async.queue import AsyncQueue
+from echomq._async.sharded import AsyncShardedQueue
 from echomq.info import QueueInfo, discover_queues, queue_info
+from echomq.logical import open_queue
 from echomq.model import JobView
 
 __all__ = ["JobDetail", "LaneInfo", "discover", "job_detail", "lanes", "page", "summary"]
@@ -46,11 +47,15 @@ class LaneInfo:
 
 
 async def lanes(conn: Conn, name: str) -> tuple[list[LaneInfo], int, bool]:
-    """(lanes by backlog, lanes with a waiting job, whether the peek covered all pending)."""
-    q = AsyncQueue(conn, name)
-    waiting = await conn.command("HLEN", q.keys["lanes"])
-    held = {_text(k): _text(v) for k, v in (await conn.command("HGETALL", q.keys["inflight"])).items()}
-    views = await q.browse("pending", limit=BACKLOG_PEEK)
+    """(lanes by backlog, lanes with a waiting job, whether the peek covered all pending).
+    A sharded queue's lanes are its shards' (each lane lives in one shard)."""
+    logical = await open_queue(conn, name)
+    waiting, held = 0, dict[str, str]()
+    for q in logical.shards if isinstance(logical, AsyncShardedQueue) else [logical]:
+        waiting += int(await conn.command("HLEN", q.keys["lanes"]))
+        held |= {_text(k): _text(v)
+                 for k, v in (await conn.command("HGETALL", q.keys["inflight"])).items()}
+    views = await logical.browse("pending", limit=BACKLOG_PEEK)
     backlog = Counter(v.row["lane"].decode(errors="replace") for v in views if v.row.get("lane"))
     names = sorted(set(backlog) | set(held), key=lambda lane: (-backlog[lane], lane))
     complete = len(views) < BACKLOG_PEEK
@@ -75,8 +80,12 @@ class JobDetail:
 
 async def job_detail(conn: Conn, name: str, job_id: str) -> JobDetail | None:
     """One job's row and where it stands, or None if there is no such job."""
-    q = AsyncQueue(conn, name)
-    row = await q.job(job_id)  # InvalidJobId for a malformed id, before any I/O
+    logical = await open_queue(conn, name)
+    row: dict[str, bytes] | None = None
+    for q in logical.shards if isinstance(logical, AsyncShardedQueue) else [logical]:
+        row = await q.job(job_id)  # InvalidJobId for a malformed id, before any I/O
+        if row is not None:
+            break
     if row is None:
         return None
     state = row.get("state", b"").decode(errors="replace")
@@ -88,4 +97,4 @@ async def job_detail(conn: Conn, name: str, job_id: str) -> JobDetail | None:
 
 
 async def page(conn: Conn, name: str, state: str, offset: int, limit: int) -> list[JobView]:
-    return await AsyncQueue(conn, name).browse(state, offset=offset, limit=limit)
+    return await (await open_queue(conn, name)).browse(state, offset=offset, limit=limit)
