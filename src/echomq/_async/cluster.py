@@ -123,6 +123,9 @@ class _ShardSubscription:
             await self.pubsub.aclose()
 
 
+_FAILED_FOR_S = 10.0  # a failover takes 2-5 s; a node failed longer ago is tried in turn again
+
+
 class AsyncClusterConnector:
     """A Valkey Cluster reached through its seed nodes; the same interface as AsyncConnector."""
 
@@ -148,6 +151,10 @@ class AsyncClusterConnector:
         self._nodes_lock = threading.Lock()  # the blocking copy is shared by threads
         self._slots: list[Addr | None] = []  # empty until the first call (no I/O before)
         self._stale = True
+        # Nodes that failed to answer CLUSTER SLOTS, and when: asked last for a while, so
+        # that while one primary is down every refresh (after any call of its slots failed)
+        # does not wait on it first; the other primaries' calls keep their speed.
+        self._failed_at: dict[Addr, float] = {}
 
     @classmethod
     def from_url(cls, url: str, *, retry_budget_s: float = 10.0,
@@ -200,14 +207,19 @@ class AsyncClusterConnector:
 
     async def _refresh(self) -> None:
         last: BaseException | None = None
-        for addr in dict.fromkeys([*self.primaries, *self._nodes, *self.seeds]):
+        recent = time.monotonic() - _FAILED_FOR_S
+        order = sorted(dict.fromkeys([*self.primaries, *self._nodes, *self.seeds]),
+                       key=lambda a: self._failed_at.get(a, 0.0) > recent)  # stable: failed last
+        for addr in order:
             try:
                 reply = await self.node(addr)._command("CLUSTER", "SLOTS")
             except Exception as exc:
                 if not _retryable(exc):
                     raise
+                self._failed_at[addr] = time.monotonic()
                 last = exc
                 continue
+            self._failed_at.pop(addr, None)
             table: list[Addr | None] = [None] * _SLOTS
             for entry in reply:
                 host, port = _text(entry[2][0]) or addr[0], int(entry[2][1])
