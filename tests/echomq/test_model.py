@@ -8,7 +8,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
+from echomq.local_cluster import LocalCluster
+from tests.conftest import cluster_url
 from tests.echomq.model_machine import REACH, QueueMachine
+from tests.echomq.model_sharded import ShardedMachine
 
 
 def run_machine(url: str, cluster: bool, *, examples: int, steps: int, **extra: object) -> None:
@@ -24,5 +27,19 @@ def run_machine(url: str, cluster: bool, *, examples: int, steps: int, **extra: 
 @pytest.mark.timeout(900)
 def test_protocol_matches_its_model(backend: str, backend_url: str) -> None:
     run_machine(backend_url, backend == "cluster", examples=40, steps=60)
+    missed = REACH - {k for k, n in QueueMachine.reached.items() if n}
+    assert not missed, f"the run never reached: {sorted(missed)}"
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(900)
+def test_sharded_queue_matches_its_model_on_the_cluster(local_cluster: LocalCluster) -> None:
+    """The same machine through ShardedQueue (3 shards, one per primary), one model per shard."""
+    ShardedMachine.url, ShardedMachine.cluster = cluster_url(local_cluster), True
+    QueueMachine.reached.clear()
+    machine = type("ShardedRun", (ShardedMachine,), {})
+    run = settings(max_examples=25, stateful_step_count=60, deadline=None,
+                   suppress_health_check=list(HealthCheck))(machine)  # type: ignore[arg-type]
+    run.TestCase().runTest()
     missed = REACH - {k for k, n in QueueMachine.reached.items() if n}
     assert not missed, f"the run never reached: {sorted(missed)}"
