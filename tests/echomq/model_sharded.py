@@ -217,13 +217,21 @@ class ShardedMachine(QueueMachine):
 
     def settle(self, data: st.DataObject, count: int, short: bool, window: int) -> None:
         """A shard consumer's drain flush (ShardedConsumer runs one per shard)."""
+        self._on_shard(data, QueueMachine.settle, data, count, short, window)
+
+    def foreign_version(self, data: st.DataObject, call: str) -> None:
+        """Another major version recorded itself in one shard's meta: that shard refuses."""
+        self._on_shard(data, QueueMachine.foreign_version, data, call)
+
+    def _on_shard(self, data: st.DataObject, step: Any, *args: Any) -> None:
+        """Run a step of the single-queue machine on one shard and its model."""
         shard = data.draw(st.integers(0, SHARDS - 1), label="shard")
         saved, saved_ref = self.q, self.ref
         mine = [x for x in self.leases if x.queue == self.sq.shards[shard].name]
         self.q, self.ref = self.sq.shards[shard], self.ref.refs[shard]
         kept, self.leases = self.leases, mine
         try:
-            QueueMachine.settle(self, data, count, short, window)
+            step(self, *args)
         finally:
             new = [x for x in self.leases if x not in mine]
             self.q, self.ref = saved, saved_ref
