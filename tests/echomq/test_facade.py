@@ -28,6 +28,9 @@ EXPORTED = [
     "generate_many", "job_key",
     "memory_status", "memory_status_async", "parse_script", "queue_key", "run_until_signal",
     "server_url_from_env", "slot", "tick_of", "track_server", "valid",
+    # sharded queues (decision 0017)
+    "AsyncShardedQueue", "ShardedQueue", "ShardedConsumer", "ShardCountMismatch", "QueueNotDrained",
+    "reshard", "reshard_async",
 ]
 # Public subpackages a user imports by name (``from echomq import dashboard``), each with
 # its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.
