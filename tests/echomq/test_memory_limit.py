@@ -41,7 +41,7 @@ from echomq.server import EmbeddedValkey
 from tests.echomq.invariants import assert_consistent
 from tests.echomq.test_claim_plane import wait_for
 
-ADMISSION = {"admit", "enqueue"}  # the scripts that add jobs: deny-oom, back-pressure
+ADMISSION = {"admit", "enqueue", "schedule"}  # the scripts that add jobs: deny-oom, back-pressure
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat"}  # one bounded entry per live worker: a worker stays visible at the limit
