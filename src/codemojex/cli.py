@@ -55,9 +55,11 @@ def main() -> None:
               help="where the embedded servers keep their data and the game in flight")
 @click.option("--resume", is_flag=True, help="finish the game a crashed run left in --data (error if none)")
 @click.option("--cluster", is_flag=True, help="play on a local Valkey Cluster (3 primaries, 3 replicas)")
+@click.option("--score-shards", type=click.IntRange(0, 64), default=None,
+              help="spread the scoring queue cm over N shards [3 with --cluster, else 0: one queue]")
 @click.option("-v", "--verbose", is_flag=True, help="log what the consumers do")
 def play(players: int, guesses: int, rounds: int, round_seconds: float, price: int, data_dir: str,
-         resume: bool, cluster: bool, verbose: bool) -> None:
+         resume: bool, cluster: bool, score_shards: int | None, verbose: bool) -> None:
     """Play full rounds end to end on embedded servers and print the audit.
 
     The servers' data stays in --data. If a run dies (kill -9, a crash), the same
@@ -81,7 +83,8 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
         if resume and game is None:
             raise ConfigurationError(f"nothing to resume in {data.path}: no game in flight")
         with started_servers(console, data, cluster=cluster) as (url, pg_url):
-            ok = asyncio.run(_play(url, pg_url, opts, console, data, game))
+            shards = (3 if cluster else 0) if score_shards is None else score_shards
+            ok = asyncio.run(_play(url, pg_url, opts, console, data, game, shards))
     except (ConfigurationError, DatabaseError, EchoMQError, OSError, TimeoutError) as exc:
         kept = ""
         with contextlib.suppress(ConfigurationError):
@@ -129,7 +132,7 @@ def dashboard(url: str | None, database_url: str | None, host: str, port: int, t
 
 
 async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, data: object,
-                game: dict[str, object] | None) -> bool:
+                game: dict[str, object] | None, score_shards: int = 0) -> bool:
     from codemojex.datadir import DataDir
     from codemojex.pg import open_pool
     from codemojex.play import PlayOptions, game_record
@@ -143,7 +146,9 @@ async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, da
     connector = connect_async(valkey_url)
     try:
         await migrate(pool)
-        services = Services(pool, connector)
+        services = Services(pool, connector, score_shards=score_shards)
+        if score_shards:
+            console.print(f"scoring queue {services.scores.name}: {score_shards} shards")
         _, tally, played = await run(services, opts, console, data=data, resume=game)
         notes = await delivered_score_notes(services, tally.round_ids)
         checks = await check_run(pool, tally.round_ids, score_notes=notes)

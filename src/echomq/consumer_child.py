@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 
 from echomq._async.queue import AsyncQueue
+from echomq._async.sharded import AsyncShardedQueue
 from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+from echomq.sharded_consumer import ShardedConsumer
 from echomq.supervisor import ChildSpec
 
 __all__ = ["ConsumerChild", "add_stats"]
@@ -38,13 +40,13 @@ def add_stats(total: ConsumerStats, more: ConsumerStats) -> None:
 class ConsumerChild:
     """A consumer of ``queue`` with ``handler`` that a supervisor may restart any number of times."""
 
-    def __init__(self, queue: AsyncQueue, handler: Handler, options: ConsumerOptions | None = None,
-                 *, name: str | None = None) -> None:
+    def __init__(self, queue: AsyncQueue | AsyncShardedQueue, handler: Handler,
+                 options: ConsumerOptions | None = None, *, name: str | None = None) -> None:
         self.queue = queue
         self.handler = handler
         self.options = options or ConsumerOptions()
         self.name = name
-        self.current: Consumer | None = None
+        self.current: Consumer | ShardedConsumer | None = None
         self.starts = 0
         self._past = ConsumerStats()  # the sum over the consumers that ended
 
@@ -52,7 +54,11 @@ class ConsumerChild:
         """Run a new consumer until it stops or fails (a supervisor's start function)."""
         if self.current is not None:
             add_stats(self._past, self.current.stats)
-        self.current = Consumer(self.queue, self.handler, options=self.options, name=self.name)
+        if isinstance(self.queue, AsyncShardedQueue):  # one consumer per shard
+            self.current = ShardedConsumer(self.queue, self.handler, options=self.options,
+                                           name=self.name)
+        else:
+            self.current = Consumer(self.queue, self.handler, options=self.options, name=self.name)
         self.starts += 1
         await self.current.run()
 

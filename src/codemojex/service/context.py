@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from psycopg_pool import AsyncConnectionPool
 
-from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue
+from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, AsyncShardedQueue
 
 if TYPE_CHECKING:
     from codemojex.cache import CacheTier
@@ -26,6 +26,8 @@ class Services:
 
     ``suffix`` is appended to every queue name (tests use it to keep runs apart on a
     shared server); the game itself runs with the seed's names, suffix ``""``.
+    ``score_shards``: 0 keeps ``cm`` one queue; N spreads it over N shards (one lane per
+    player, so a player's guesses stay in order in one shard; docs/capacity.md).
     """
 
     def __init__(
@@ -35,10 +37,13 @@ class Services:
         *,
         cache: CacheTier | None = None,
         suffix: str = "",
+        score_shards: int = 0,
     ) -> None:
         self.pool = pool
         self.connector = connector
         self.cache = cache
-        self.scores = AsyncQueue(connector, SCORE_QUEUE + suffix)
+        self.scores: AsyncQueue | AsyncShardedQueue = (
+            AsyncShardedQueue(connector, SCORE_QUEUE + suffix, shards=score_shards)
+            if score_shards else AsyncQueue(connector, SCORE_QUEUE + suffix))
         self.settlements = AsyncQueue(connector, SETTLE_QUEUE + suffix)
         self.notifications = AsyncQueue(connector, NOTIFY_QUEUE + suffix)

@@ -52,7 +52,7 @@ from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle
 from codemojex.wallet import NotReady
 from codemojex.workers.score_worker import note_id, score_note
-from echomq import AsyncQueue, EchoMQError, Verdict
+from echomq import AsyncQueue, AsyncShardedQueue, EchoMQError, Verdict
 
 __all__ = ["Pass", "Reconciler", "reconcile_once", "requeue_dead_ids"]
 
@@ -73,7 +73,7 @@ class Pass:
     notes_checked: tuple[datetime, str] | None = None  # (scored_at, id) of the last guess checked
 
 
-async def requeue_dead_ids(queue: AsyncQueue, job_ids: list[str]) -> int:
+async def requeue_dead_ids(queue: AsyncQueue | AsyncShardedQueue, job_ids: list[str]) -> int:
     """Requeue exactly ``job_ids`` if they are dead (the script re-checks each one)."""
     moved = 0
     for start in range(0, len(job_ids), queue.options.batch):  # requeue takes a bounded page
@@ -96,7 +96,8 @@ async def _database_up(services: Services) -> bool:
     return True
 
 
-async def _requeue(queue: AsyncQueue, counts: Counter[str], max_requeues: int, limit: int) -> int:
+async def _requeue(queue: AsyncQueue | AsyncShardedQueue, counts: Counter[str], max_requeues: int,
+                   limit: int) -> int:
     dead = [v.id for v in await queue.browse("dead", limit=limit)]
     due = [i for i in dead if counts[i] < max_requeues]
     for i in dead:
