@@ -1,6 +1,6 @@
 """What one Codemojex guess costs the servers over its life (the inputs of docs/capacity.md).
 
-    .venv/bin/python bench/game_costs.py [--players 300] [--guesses 5] [--rounds 2] [--round-s 10]
+    .venv/bin/python bench/game_costs.py [--players 1,40] [--guesses 5] [--rounds 2] [--round-s 15]
 
 Plays a game (``codemojex.play``, the same code as ``codemojex play``: submit, charge,
 scoring, settlement, notifications, cache tier, reconciler) on an embedded Valkey and an
@@ -14,6 +14,11 @@ embedded PostgreSQL, and reads around it:
   guess and CPU per transaction. Background work (the reconciler's pass every second,
   the relay) is included: it is part of what the game costs;
 * the notifications sent (jobs done on ``cm.notify``) per guess.
+
+It plays twice, with few and with many players, rounds of the same length: the
+difference between the runs divided by the difference in guesses is the *marginal*
+cost of a guess; the rest is the game's fixed cost per second (consumers polling each
+beat, the reconciler's pass every second, upkeep).
 
 Every figure is per charged guess of this run. A shared machine slows everything;
 CPU per operation moves less than rates do.
@@ -83,40 +88,60 @@ async def _pg(pool: Any) -> int:
     return int(row[0])
 
 
-async def run(url: str, pg_url: str, data: DataDir, opts: PlayOptions) -> None:
+async def _one(services: Services, pool: Any, conn: Any, data: DataDir,
+               opts: PlayOptions) -> dict[str, Any]:
+    v0, cmd0 = await _valkey(conn)
+    x0, p0, t0 = await _pg(pool), _pg_cpu(data), time.perf_counter()
+    n0 = (await services.notifications.stats()).done
+    _, tally, _ = await play(services, opts, Console(file=io.StringIO()))
+    took = time.perf_counter() - t0
+    v1, cmd1 = await _valkey(conn)
+    x1, p1 = await _pg(pool), _pg_cpu(data)
+    checks = await check_run(pool, tally.round_ids)
+    calls = {k: (c - cmd0.get(k, (0, 0.0))[0], u - cmd0.get(k, (0, 0.0))[1])
+             for k, (c, u) in cmd1.items()}
+    out = {"players": opts.players, "guesses": checks.charged, "seconds": took, "ok": checks.ok,
+           "valkey_cpu_s": v1 - v0, "pg_xacts": x1 - x0, "pg_cpu_s": p1 - p0,
+           "notes": (await services.notifications.stats()).done - n0,
+           "evalsha": calls.get("evalsha", (0, 0.0)), "calls": calls,
+           "refused": {str(k.value): v for k, v in tally.rejected.items()}}
+    g = out["guesses"]
+    print(f"run: {opts.players} players, {g} charged guesses in {took:.1f} s (audit ok: "
+          f"{checks.ok}; refused {out['refused']}): valkey {out['valkey_cpu_s']:.2f} s CPU, "
+          f"{out['pg_xacts']} PostgreSQL transactions, {out['pg_cpu_s']:.2f} s PostgreSQL CPU, "
+          f"{out['notes']} notifications")
+    return out
+
+
+async def run(url: str, pg_url: str, data: DataDir, players: list[int], opts: PlayOptions) -> None:
     pool = await open_pool(pg_url, min_size=4, max_size=24)
     conn = connect_async(url)
     try:
         await migrate(pool)
         services = Services(pool, conn)
-        v0, cmd0 = await _valkey(conn)
-        x0, p0, t0 = await _pg(pool), _pg_cpu(data), time.perf_counter()
-        _, tally, _ = await play(services, opts, Console(file=io.StringIO()))
-        took = time.perf_counter() - t0
-        v1, cmd1 = await _valkey(conn)
-        x1, p1 = await _pg(pool), _pg_cpu(data)
-        checks = await check_run(pool, tally.round_ids)
-        guesses = checks.charged
-        notes = (await services.notifications.stats()).done
+        runs = [await _one(services, pool, conn, data, PlayOptions(
+            players=n, guesses=opts.guesses, rounds=opts.rounds, round_s=opts.round_s))
+            for n in players]
         print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
-              f"({os.cpu_count()} cores); audit ok: {checks.ok}")
-        print(f"{guesses} charged guesses, {len(tally.round_ids)} rounds, {opts.players} players, "
-              f"{took:.1f} s of play; submitted {tally.submitted}, refused "
-              f"{dict(tally.rejected)}")
-        print(f"valkey: {1e6 * (v1 - v0) / guesses:.0f} µs CPU per guess "
-              f"({v1 - v0:.2f} s CPU, {(v1 - v0) / took:.2f} of a core)")
-        calls = {k: (c - cmd0.get(k, (0, 0.0))[0], u - cmd0.get(k, (0, 0.0))[1])
-                 for k, (c, u) in cmd1.items()}
-        for name, (n, usec) in sorted(calls.items(), key=lambda kv: -kv[1][1])[:8]:
-            if n:
-                print(f"  {name:<14} {n / guesses:6.2f} calls/guess  {usec / guesses:7.1f} µs/guess "
-                      f"({usec / n:.1f} µs/call)")
-        xacts = x1 - x0
-        print(f"postgresql: {xacts / guesses:.2f} transactions per guess "
-              f"({xacts} in all, {xacts / took:.0f}/s); {1e6 * (p1 - p0) / guesses:.0f} µs CPU "
-              f"per guess, {1e6 * (p1 - p0) / max(xacts, 1):.0f} µs per transaction "
-              f"({(p1 - p0) / took:.2f} of a core)")
-        print(f"notifications: {notes} ({notes / guesses:.2f} per guess)")
+              f"({os.cpu_count()} cores)")
+        # Two runs of the same length with different numbers of guesses: the difference is
+        # what the guesses cost (marginal), the rest is what the game costs per second idle
+        # (consumers polling each beat, the reconciler's pass, upkeep).
+        a, b = runs[0], runs[-1]
+        dg = b["guesses"] - a["guesses"]
+        for key, unit, scale in (("valkey_cpu_s", "µs Valkey CPU", 1e6),
+                                 ("pg_xacts", "PostgreSQL transactions", 1.0),
+                                 ("pg_cpu_s", "µs PostgreSQL CPU", 1e6),
+                                 ("notes", "notifications", 1.0)):
+            marginal = scale * (b[key] - a[key]) / dg
+            fixed = (scale * a[key] - marginal * a["guesses"]) / a["seconds"]
+            print(f"per guess: {marginal:10.2f} {unit}   (fixed: {fixed:,.1f} per second)")
+        (ca, ua), (cb, ub) = a["evalsha"], b["evalsha"]
+        print(f"per guess: {(cb - ca) / dg:10.2f} script calls, {(ub - ua) / dg:,.0f} µs of script "
+              f"time (commandstats, wall time inside the scripts)")
+        print(f"per PostgreSQL transaction: "
+              f"{1e6 * (b['pg_cpu_s'] - a['pg_cpu_s']) / max(b['pg_xacts'] - a['pg_xacts'], 1):.0f}"
+              " µs CPU (marginal)")
     finally:
         await conn.aclose()
         await pool.close()
@@ -124,17 +149,17 @@ async def run(url: str, pg_url: str, data: DataDir, opts: PlayOptions) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--players", type=int, default=300)
+    parser.add_argument("--players", type=lambda v: [int(x) for x in v.split(",")],
+                        default=[1, 40], help="players of each run (two runs: marginal cost)")
     parser.add_argument("--guesses", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--round-s", type=float, default=10.0)
+    parser.add_argument("--round-s", type=float, default=15.0)
     args = parser.parse_args()
-    opts = PlayOptions(players=args.players, guesses=args.guesses, rounds=args.rounds,
-                       round_s=args.round_s)
+    opts = PlayOptions(players=1, guesses=args.guesses, rounds=args.rounds, round_s=args.round_s)
     with tempfile.TemporaryDirectory(prefix="game-costs-") as tmp:
         data = DataDir(Path(tmp) / "data")
         with started_servers(Console(file=io.StringIO()), data) as (url, pg_url):
-            asyncio.run(run(url, pg_url, data, opts))
+            asyncio.run(run(url, pg_url, data, args.players, opts))
 
 
 if __name__ == "__main__":
