@@ -1,5 +1,9 @@
 """A consumer drains one queue with a handler (docs/architecture.md, "At-least-once, leased").
 
+Its parts: :mod:`echomq.consumer_options` (what it is given and counts),
+:mod:`echomq.lease_table` (the leases it holds), :mod:`echomq.ack_batcher` (its group
+commit of completions), :mod:`echomq.upkeep_duty` (its share of the queue's upkeep).
+
 It claims jobs, runs the handler, heartbeats every ``beat_ms`` while handlers run,
 and finishes each job fenced by its ``(id, attempt)``. Delivery is at-least-once:
 a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
@@ -15,7 +19,8 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 * Idle, the consumer waits on the queue's wake channel (``SSUBSCRIBE``), so a new
   job starts about one round trip after admission, not a poll later.
 * Every beat one consumer of the queue (a ``SET NX PX`` token) runs promote and
-  reap, and now and then retention: no separate scheduler process.
+  reap, and now and then retention: no separate scheduler process
+  (:mod:`echomq.upkeep_duty`).
 * A server's refusal never ends it: every failure is classified
   (:mod:`echomq.replies`). Back-pressure (OOM, BUSY) and transient states (LOADING,
   READONLY, failover, lost connections, ...) are logged once per episode, backed off
@@ -45,78 +50,25 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
-from echomq._async.memory import memory_status as memory_status_async
+from echomq._async.connector import WakeSubscription
 from echomq._async.queue import AsyncQueue
 from echomq._threads import HandlerThreads
-from echomq.bounds import MAX_BEAT_MS, MAX_COUNT, MAX_LEASE_MS, check_int
-from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
+from echomq.ack_batcher import AckBatcher
+from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
+from echomq.errors import ConfigurationError, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
-from echomq.model import Completion, Lease
-from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
+from echomq.lease_table import LeaseTable
+from echomq.model import Completion, Lease, RetryOutcome
+from echomq.outcomes import Ack, Backoff, Defer, Outcome
 from echomq.replies import Episodes, Kind, classify
+from echomq.upkeep_duty import UpkeepDuty
 
 __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 
 log = logging.getLogger("echomq.consumer")
-
-Handler = Callable[[Lease], Awaitable[Outcome] | Outcome]
-"""An ``async def`` handler runs on the event loop; a plain function runs in a thread."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerOptions:
-    """The two numbers of a leased consumer (``beat_ms``, ``lease_ms``) plus how many jobs run at once.
-
-    ``beat_ms`` is the poll-and-heartbeat cadence; ``lease_ms`` how long a claimed job
-    stays invisible without a heartbeat. A lease must outlive several beats, so one
-    slow round trip does not lose it.
-    """
-
-    beat_ms: int = 100
-    lease_ms: int = 10_000
-    # Jobs in flight; also the most jobs one claim takes, so it sets the batch size of
-    # the drain loop (docs/decisions/0008-drain-path.md). A plain-function handler gets
-    # one worker thread per slot.
-    concurrency: int = 32
-    grace_s: float = 10.0
-    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
-    maintenance: bool = True
-    trim_every: int = 50  # beats between retention passes
-    # Run even if the server's maxmemory-policy could evict jobs (echomq.eviction).
-    allow_eviction: bool = False
-
-    def __post_init__(self) -> None:
-        check_int("beat_ms", self.beat_ms, 1, MAX_BEAT_MS)
-        check_int("lease_ms", self.lease_ms, 1, MAX_LEASE_MS)
-        check_int("concurrency", self.concurrency, 1, MAX_COUNT)
-        check_int("trim_every", self.trim_every, 1, 1_000_000)
-        if self.lease_ms < 3 * self.beat_ms:
-            raise InvalidArgument("lease_ms must be at least three beats")
-        if not isinstance(self.grace_s, int | float) or not 0 <= self.grace_s <= 86_400:
-            raise InvalidArgument("grace_s must be a number of seconds in 0..86400")
-
-
-@dataclass(slots=True)
-class ConsumerStats:
-    claimed: int = 0
-    completed: int = 0
-    retried: int = 0
-    deferred: int = 0
-    dead: int = 0
-    lost: int = 0  # leases found lost: outcome discarded
-    stale: int = 0  # finishes refused by the fence
-    errors: int = 0  # transient server errors ridden out
-    handed_back: int = 0  # in flight at the end of the grace period: pending again at once
-    reaped: int = 0  # expired leases this consumer's upkeep re-exposed (requeued or dead)
-    episodes: int = 0  # episodes of back-pressure or transient refusals (echomq.replies)
-    refusals: dict[str, int] = field(default_factory=dict)  # episodes by reply code (OOM, BUSY)
-    memory_full: int = 0  # episodes of the server at maxmemory (admissions refused; it drains)
-
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
     """Cancel ``tasks`` and wait until all have ended.
@@ -148,25 +100,19 @@ class Consumer:
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
         self.stats = ConsumerStats()
-        self._running: dict[asyncio.Task[None], Lease] = {}
-        self._lost: set[str] = set()
-        self._finishing: set[str] = set()  # handler done, outcome being written: no heartbeat
-        self._acks: list[tuple[Lease, bytes, asyncio.Future[Completion]]] = []
-        self._flushers: set[asyncio.Task[None]] = set()
         self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
-        self._pumping = False
+        self._leases = LeaseTable()
+        self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._threads: HandlerThreads | None = None
         self._stopping = asyncio.Event()
         self._hurry = False
         # Called after an outcome is written, with its wall-clock start and end (tracing).
         self.after_finish: Callable[[Lease, Outcome, float, float], None] | None = None
-        self._beats = 0
         self._closed = False
         self._episodes = Episodes(self.name, log)
         self._fenced = asyncio.Event()  # the first flush passed the version fence
         self._fatal: ConfigurationError | None = None
-        self._full = False  # the server refuses the upkeep token's SET for memory (OOM)
 
     # ------------------------------------------------------------ public
     async def run(self) -> None:
@@ -183,20 +129,20 @@ class Consumer:
         if not self._is_async:
             self._threads = HandlerThreads(self.options.concurrency, asyncio.get_running_loop())
         try:
-            self._pumping = True
+            self._acks.pumping = True
             try:
                 await self._pump()
             finally:
-                self._pumping = False
+                self._acks.pumping = False
                 if self._acks:
-                    self._spawn_flush()
+                    self._acks.flush_soon()
             await self._drain()
         finally:
             if self._threads is not None:
                 self._threads.close()
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await _cancel_and_wait(aux)
-            await _cancel_and_wait(list(self._running))
+            await _cancel_and_wait(self._leases.tasks())
         if self._fatal is not None:
             raise self._fatal
 
@@ -209,7 +155,7 @@ class Consumer:
 
     @property
     def in_flight(self) -> int:
-        return len(self._running)
+        return len(self._leases)
 
     # ------------------------------------------------------------ loops
     async def _pump(self) -> None:
@@ -221,7 +167,7 @@ class Consumer:
         cands: list[bytes] = []
         fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
         while not self._stopping.is_set():
-            free = o.concurrency - len(self._running) + len(self._acks)
+            free = o.concurrency - len(self._leases) + len(self._acks)
             if not self._acks and (free <= 0 or (fresh and not cands)):
                 self._kick.clear()
                 await self._wait(self._kick, o.beat_ms / 1000)
@@ -235,7 +181,7 @@ class Consumer:
                 else:
                     await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
                 continue
-            acks, self._acks = self._acks, []
+            acks = self._acks.take()
             count = max(free, 0) if cands else 0
             tried = cands if count else None
             try:
@@ -246,20 +192,16 @@ class Consumer:
                 self._episodes.answered()
                 self._fenced.set()
             except Exception as exc:
-                for _, _, fut in acks:
-                    if not fut.done():
-                        fut.set_exception(exc)
+                self._acks.fail(acks, exc)
                 cands, fresh = [], False
                 if not await self._ride_out(exc, "the drain flush"):
                     raise
                 continue
-            for (_, _, fut), verdict in zip(acks, done, strict=True):
-                if not fut.done():
-                    fut.set_result(verdict)
+            self._acks.resolve(acks, done)
             self.stats.claimed += len(leases)
             for lease in leases:
                 task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
-                self._running[task] = lease
+                self._leases.add(task, lease)
                 task.add_done_callback(self._done)
             if tried is not None and not leases and cands == tried:
                 # Nothing claimable moved (e.g. every candidate waits on a busy serial lane):
@@ -270,7 +212,7 @@ class Consumer:
             await asyncio.sleep(0)  # let the acked tasks finish (their slots free up)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
+        self._leases.remove(task)
         self._kick.set()
         if not task.cancelled() and task.exception() is not None:  # observed, never lost
             log.error("%s: %s ended with an error", self.name, task.get_name(),
@@ -317,10 +259,10 @@ class Consumer:
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + self.options.grace_s
-        while self._running and not self._hurry and time.monotonic() < deadline:
+        while self._leases and not self._hurry and time.monotonic() < deadline:
             self._kick.clear()  # set by every finished handler and by stop(hurry=True)
             await self._wait(self._kick, deadline - time.monotonic())
-        late = list(self._running.items())
+        late = self._leases.items()
         for task, _ in late:
             task.cancel()
         await asyncio.gather(*(t for t, _ in late), return_exceptions=True)
@@ -335,7 +277,7 @@ class Consumer:
             if isinstance(reply, BaseException):
                 log.warning("%s: could not hand back %s (%r); its lease will expire",
                             self.name, lease.id, reply)
-            elif reply.value == "scheduled":
+            elif reply is RetryOutcome.SCHEDULED:
                 self.stats.handed_back += 1
 
     async def _run_one(self, lease: Lease) -> None:
@@ -348,8 +290,7 @@ class Consumer:
                 assert self._threads is not None
                 outcome = await self._threads.submit(self.handler, lease)
         except asyncio.CancelledError:
-            if lease.id in self._lost:
-                self._lost.discard(lease.id)
+            if self._leases.was_lost(lease):
                 return  # lease lost: the outcome is discarded, the job runs elsewhere
             raise
         except Exception as exc:
@@ -358,53 +299,17 @@ class Consumer:
             outcome = Backoff(error=failure_text(exc))
         # From here the fenced finish decides; a heartbeat racing it must not call the
         # lease lost (complete may already have cleared it) nor cancel the write.
-        self._finishing.add(lease.id)
-        try:
-            began = time.time()
-            await self._finish(lease, outcome)
-            if self.after_finish is not None:
-                self.after_finish(lease, outcome, began, time.time())
-        except Exception as exc:
-            self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
-            if self._fatal is None:
-                log.error("%s: could not record the outcome of %s; its lease will expire",
-                          self.name, lease.id, exc_info=exc)
-        finally:
-            self._finishing.discard(lease.id)
-
-    async def _complete(self, lease: Lease, result: bytes) -> Completion:
-        """Group commit: completions that arrive in the same loop turn share one flush.
-
-        Each is still its own fenced ``complete`` call with its own reply; if the flush
-        fails, every waiter sees the error and retries on its own (a resent finish that
-        had landed reports STALE, never a second completion).
-        """
-        fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
-        self._acks.append((lease, result, fut))
-        if self._pumping:
-            self._kick.set()  # the drain loop sends it with its next flush
-        elif len(self._acks) == 1:
-            self._spawn_flush()
-        return await fut
-
-    def _spawn_flush(self) -> None:
-        task = asyncio.get_running_loop().create_task(self._flush_acks())
-        self._flushers.add(task)
-        task.add_done_callback(self._flushers.discard)
-
-    async def _flush_acks(self) -> None:
-        await asyncio.sleep(0)  # let the handlers that finish in this turn join the flush
-        batch, self._acks = self._acks, []
-        try:
-            done = await self.queue.complete_many([x[0] for x in batch], [x[1] for x in batch])
-        except Exception as exc:
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            return
-        for (_, _, fut), verdict in zip(batch, done, strict=True):
-            if not fut.done():
-                fut.set_result(verdict)
+        with self._leases.finishing(lease):
+            try:
+                began = time.time()
+                await self._finish(lease, outcome)
+                if self.after_finish is not None:
+                    self.after_finish(lease, outcome, began, time.time())
+            except Exception as exc:
+                self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
+                if self._fatal is None:
+                    log.error("%s: could not record the outcome of %s; its lease will expire",
+                              self.name, lease.id, exc_info=exc)
 
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
         q, o = self.queue, self.options
@@ -414,7 +319,7 @@ class Consumer:
             try:
                 if outcome is None or isinstance(outcome, Ack):
                     result = outcome.result if isinstance(outcome, Ack) else b""
-                    done = await self._complete(lease, result)
+                    done = await self._acks.complete(lease, result)
                     if done is Completion.COMPLETED:
                         self.stats.completed += 1
                     else:
@@ -427,9 +332,9 @@ class Consumer:
                     if wait is None:
                         wait = o.backoff.delay_ms(lease.attempt)
                     verdict = await q.retry(lease, delay_ms=wait, error=outcome.error)
-                    if verdict.value == "dead":
+                    if verdict is RetryOutcome.DEAD:
                         self.stats.dead += 1
-                    elif verdict.value == "stale":
+                    elif verdict is RetryOutcome.STALE:
                         self.stats.stale += 1
                     else:
                         self.stats.retried += 1
@@ -454,7 +359,7 @@ class Consumer:
         o = self.options
         while not self._closed:
             await asyncio.sleep(o.beat_ms / 1000)
-            running = [(t, x) for t, x in self._running.items() if x.id not in self._finishing]
+            running = self._leases.to_beat()
             if not running:
                 continue
             try:
@@ -465,67 +370,28 @@ class Consumer:
                     log.error("%s: heartbeat failed", self.name, exc_info=exc)
                 continue
             for (task, lease), deadline in zip(running, deadlines, strict=True):
-                if deadline is None and not task.done() and lease.id not in self._finishing:
+                if deadline is None and self._leases.lose(task, lease):
                     self.stats.lost += 1
-                    self._lost.add(lease.id)
-                    task.cancel()
 
     async def _maintain(self) -> None:
-        o, q = self.options, self.queue
-        token = f"{self.name}:{id(self)}"
+        duty = UpkeepDuty(self.queue, self.options, self.stats, self.name,
+                          token=f"{self.name}:{id(self)}")
         await self._fenced.wait()  # no maintenance token on a queue of another version
         while not self._closed:
-            await asyncio.sleep(o.beat_ms / 1000)
+            await asyncio.sleep(self.options.beat_ms / 1000)
             try:
-                try:
-                    got = await q.connector.command("SET", q.keys["maint"], token, "NX", "PX",
-                                                    o.beat_ms)
-                except Exception as exc:
-                    # At maxmemory the token's SET is refused (OOM), promote and reap are
-                    # not (allow-oom): run them anyway, they are fenced (decision 0010).
-                    if classify(exc).code != "OOM":
-                        raise
-                    got = await self._memory_full(True)
-                else:
-                    await self._memory_full(False)
-                if not got:
-                    continue
-                self._beats += 1
-                while await q.promote() >= q.options.reap_batch:
-                    pass
-                while True:
-                    reaped = sum(await q.reap())
-                    self.stats.reaped += reaped
-                    if reaped < q.options.reap_batch:
-                        break
-                if self._beats % o.trim_every == 0:
-                    await q.trim()
+                await duty.beat()
             except Exception as exc:
                 if self._refused(exc, "maintenance") is None and self._fatal is None:
                     log.error("%s: maintenance failed", self.name, exc_info=exc)
 
-    async def _memory_full(self, full: bool) -> bool:
-        """Log the start and end of an episode at ``maxmemory`` (the upkeep token's SET is
-        refused then, which is how the consumer learns it); counted in ``stats.memory_full``."""
-        if full and not self._full:
-            self.stats.memory_full += 1
-            line = ""
-            with contextlib.suppress(Exception):
-                line = (await memory_status_async(self.queue.connector, self.queue.name)).describe()
-            log.warning("%s: the server is at its memory limit: admissions are refused, this "
-                        "consumer keeps draining (%s)", self.name, line if line else "OOM")
-        elif not full and self._full:
-            log.warning("%s: the server is below its memory limit again", self.name)
-        self._full = full
-        return full
-
     async def _listen(self) -> None:
         """Set the wake event whenever the queue's pending set stops being empty."""
         while not self._closed:
-            pubsub: Any = None
+            pubsub: WakeSubscription | None = None
             try:
                 # On a cluster: the node owning the channel's slot, found again after failover.
-                pubsub = await self.queue.connector.wake_subscription(self.queue.keys["wake"])
+                pubsub = await self.queue.wake_subscription()
                 while not self._closed:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if msg is not None:

@@ -27,6 +27,7 @@ from typing import Any
 from echomq import ids, keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
+from echomq.decoders import text
 from echomq.errors import QueueNotFound
 from echomq.logical import is_shard_name, shard_count
 from echomq.memory import parse_info
@@ -43,9 +44,6 @@ WINDOW_MS = 60_000
 _META = f"{keyspace.PREFIX}:{{*}}:meta"
 _SHARDS = f"{keyspace.PREFIX}:{{*}}:shards"  # a sharded queue's record (echomq.sharding)
 
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +148,7 @@ def _worker(queue: str, name: Any, deadline: Any, about: Any) -> WorkerInfo:
         desc = json.loads(about) if about else {}
     except ValueError:
         desc = {}
-    return WorkerInfo(name=_text(name), queue=queue, deadline_ms=int(float(deadline)),
+    return WorkerInfo(name=text(name), queue=queue, deadline_ms=int(float(deadline)),
                       about=desc if isinstance(desc, dict) else {})
 
 
@@ -166,7 +164,7 @@ async def queue_info(connector: AsyncConnector | AsyncClusterConnector, name: st
                                                  "meta", "workers", "workers:about")}
     reply = await connector.eval(load("info"), list(k.values()), [WINDOW_MS])
     exists, counts, done_recent, dead_recent = reply[0], reply[1:6], reply[6], reply[7]
-    now, overdue, first = int(reply[8]), int(reply[9]), [_text(reply[10]), _text(reply[11])]
+    now, overdue, first = int(reply[8]), int(reply[9]), [text(reply[10]), text(reply[11])]
     if not exists and not any(int(c) for c in counts):
         raise QueueNotFound(f"queue {name!r} does not exist on this server")
     flat = reply[12]
@@ -214,9 +212,9 @@ async def _memory(connector: AsyncConnector | AsyncClusterConnector,
         for section in ("server", "memory"):
             reply = await node.command("INFO", section)
             if isinstance(reply, dict):  # redis-py parses INFO into a dict
-                fields |= {_text(k): v for k, v in reply.items()}
+                fields |= {text(k): v for k, v in reply.items()}
             else:
-                fields |= dict(ln.split(":", 1) for ln in _text(reply).splitlines() if ":" in ln)
+                fields |= dict(ln.split(":", 1) for ln in text(reply).splitlines() if ":" in ln)
         versions.add(str(fields.get("valkey_version") or fields.get("redis_version") or "?"))
         used += int(fields.get("used_memory", 0))
         cap += int(fields.get("maxmemory", 0))

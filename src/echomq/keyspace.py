@@ -7,16 +7,19 @@ single-slot and legal on a cluster.
 
 from __future__ import annotations
 
-from echomq import ids
-from echomq.errors import InvalidJobId, InvalidQueueName
+from dataclasses import dataclass
 
-__all__ = ["MAX_QUEUE_NAME", "PREFIX", "check_queue", "crc16", "hash_tag", "job_key",
-           "queue_key", "slot"]
+from echomq import ids
+from echomq.errors import InvalidArgument, InvalidJobId, InvalidQueueName
+
+__all__ = ["MAX_QUEUE_NAME", "PREFIX", "SLOTS", "STATES", "QueueKeys", "check_queue", "crc16",
+           "hash_tag", "job_key", "queue_key", "slot"]
 
 PREFIX = "emq"
 # Long enough for any sensible name; short enough that a key stays a few dozen bytes.
 MAX_QUEUE_NAME = 128
-SLOTS = 16384
+SLOTS = 16384  # the cluster's slot count (CRC16 mod 16384); defined here only
+STATES = ("pending", "active", "delayed", "done", "dead")
 
 
 def check_queue(queue: str) -> str:
@@ -91,3 +94,41 @@ def slot(key: str | bytes) -> int:
     return crc16(hash_tag(key)) % SLOTS
 
 
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """Every key of one queue (all share the hash tag ``{name}``)."""
+
+    name: str
+    pending: str
+    active: str
+    delayed: str
+    done: str
+    dead: str
+    lanes: str
+    meta: str
+    inflight: str
+    wake: str
+    maint: str
+    job_prefix: str
+
+    @classmethod
+    def of(cls, name: str) -> QueueKeys:
+        check_queue(name)
+        k = {t: queue_key(name, t) for t in
+             (*STATES, "lanes", "meta", "inflight", "wake", "maint")}
+        return cls(name=name, job_prefix=queue_key(name, "job:"), **k)
+
+    def job(self, job_id: object) -> str:
+        """``emq:{q}:job:<id>``; refuses a malformed id before any I/O."""
+        if not isinstance(job_id, str) or not ids.valid(job_id):
+            raise InvalidJobId(f"not a branded id: {job_id!r}")
+        return self.job_prefix + job_id
+
+    def state(self, state: object) -> str:
+        if state not in STATES:
+            raise InvalidArgument(f"state must be one of {STATES}, not {state!r}")
+        return str(getattr(self, str(state)))
+
+    def as_dict(self) -> dict[str, str]:
+        return {t: getattr(self, t) for t in
+                (*STATES, "lanes", "meta", "inflight", "wake", "maint")}

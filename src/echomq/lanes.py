@@ -4,10 +4,14 @@ A lane is a key inside a queue (the game uses one per player). Claims serve lane
 fairly: each lane's jobs get start tags ``max(vtime, the lane's last tag) + 1``, so
 backlogged lanes are served round-robin, and one flooding lane cannot starve the
 others. ``serial=True`` holds the lane to one job in flight, so its jobs run in order.
+
+:func:`enqueue` is another spelling of :meth:`echomq.AsyncQueue.admit` with a lane, with
+the same defaults (``serial=False``): there is one admission verb.
 """
 
 from __future__ import annotations
 
+from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
 from echomq.model import Verdict
@@ -16,7 +20,8 @@ __all__ = ["enqueue"]
 
 
 async def enqueue(
-    conn: AsyncConnector, queue: str, lane: str, job_id: str, payload: bytes, *, serial: bool = True
+    conn: AsyncConnector | AsyncClusterConnector, queue: str, lane: str, job_id: str,
+    payload: bytes, *, serial: bool = False,
 ) -> Verdict:
-    """Admit ``job_id`` onto ``lane`` of ``queue`` in one atomic script."""
+    """``AsyncQueue(conn, queue).admit(job_id, payload, lane=lane, serial=serial)``."""
     return await AsyncQueue(conn, queue).admit(job_id, payload, lane=lane, serial=serial)

@@ -29,13 +29,14 @@ from typing import Any
 
 import redis
 
+from echomq.decoders import text
 from echomq.errors import ServerUnavailable
+from echomq.keyspace import SLOTS
 from echomq.keyspace import slot as key_slot
 from echomq.server import EmbeddedValkey
 
 __all__ = ["SLOTS", "ClusterNode", "LocalCluster", "main"]
 
-SLOTS = 16384
 _POLL = 0.05
 _Addr = tuple[str, int]
 # Replicas sync at once (the default waits 5 s for more replicas to share a diskless sync).
@@ -76,7 +77,7 @@ class ClusterNode:
         if self.paused:
             return "paused"
         try:
-            return "primary" if _text(self.command("ROLE")[0]) == "master" else "replica"
+            return "primary" if text(self.command("ROLE")[0]) == "master" else "replica"
         except (redis.RedisError, OSError):
             return "down"
 
@@ -108,9 +109,6 @@ def _free_port_pair(rng: random.Random) -> int:
         return port
     raise ServerUnavailable("local cluster: no free port pair on 127.0.0.1")
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
@@ -206,7 +204,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         prim = self.nodes[: self.primaries]
         for i, node in enumerate(self.nodes):
-            node.node_id = _text(node.command("CLUSTER", "MYID"))
+            node.node_id = text(node.command("CLUSTER", "MYID"))
             # Distinct epochs up front, as valkey-cli does: no epoch-collision round.
             node.command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
         for i, node in enumerate(prim):
@@ -224,7 +222,7 @@ class LocalCluster:
         for i, node in enumerate(self.nodes[self.primaries:]):
             node.command("CLUSTER", "REPLICATE", prim[i % self.primaries].node_id)
         _wait("replicas in sync", lambda: all(
-            _text(n.command("ROLE")[3]) == "connected" for n in self.nodes[self.primaries:]),
+            text(n.command("ROLE")[3]) == "connected" for n in self.nodes[self.primaries:]),
             deadline - time.monotonic())
         # CLUSTER SLOTS lists a replica only once its replication offset is non-zero, and the
         # offset only moves with a write (or a replica ping, every 10 s by default). One write
@@ -269,7 +267,7 @@ class LocalCluster:
     @staticmethod
     def _cluster_nodes(node: ClusterNode) -> list[list[str]]:
         """``CLUSTER NODES`` of ``node``, one split line per node it knows."""
-        return [line.split() for line in _text(node.command("CLUSTER", "NODES")).splitlines()
+        return [line.split() for line in text(node.command("CLUSTER", "NODES")).splitlines()
                 if line.strip()]
 
     @staticmethod
@@ -277,7 +275,7 @@ class LocalCluster:
         """``CLUSTER SLOTS`` of ``node``: (first, last, primary address, replica addresses)."""
         out = []
         for entry in node.command("CLUSTER", "SLOTS"):
-            addrs = [(_text(a[0]), int(a[1])) for a in entry[2:]]
+            addrs = [(text(a[0]), int(a[1])) for a in entry[2:]]
             out.append((int(entry[0]), int(entry[1]), addrs[0], addrs[1:]))
         return out
 
@@ -321,16 +319,16 @@ class LocalCluster:
         truth: dict[str, str] = {}
         for node in live:
             role = roles[node.node_id]
-            if _text(role[0]) == "master":
+            if text(role[0]) == "master":
                 truth[node.node_id] = "-"
                 continue
-            upstream = self._by_address(_text(role[1]), int(role[2]))
-            if upstream.live and _text(role[3]) != "connected":
+            upstream = self._by_address(text(role[1]), int(role[2]))
+            if upstream.live and text(role[3]) != "connected":
                 return False  # a replica of a live primary is still syncing
             truth[node.node_id] = upstream.node_id
         masters = {n.address for n in live if truth[n.node_id] == "-"}
         for node in live:
-            if "cluster_state:ok" not in _text(node.command("CLUSTER", "INFO")):
+            if "cluster_state:ok" not in text(node.command("CLUSTER", "INFO")):
                 return False
             # This node sees every live node up, connected, and in its true role.
             for f in self._cluster_nodes(node):

@@ -33,7 +33,7 @@ from typing import Any
 from echomq import ids, keyspace
 from echomq.bounds import MAX_ATTEMPTS, MAX_DELAY_MS, check_int
 from echomq.errors import InvalidArgument
-from echomq.protocol import Call, QueueKeys, _layout, check_lane, check_payload
+from echomq.protocol import Call, QueueKeys, check_lane, check_payload, layout
 
 __all__ = ["MAX_CATCH_UP", "MIN_EVERY_MS", "Missed", "Schedule", "ScheduleReply", "tick_of"]
 
@@ -193,5 +193,5 @@ def _cron(expr: object, start_s: int) -> Any:
         raise InvalidArgument(f"not a cron expression: {expr!r} ({exc})") from None
 
 
-_SCHEDULE = _layout("schedule", ("sched", "pending", "lanes", "meta", "wake", "jobs"),
+_SCHEDULE = layout("schedule", ("sched", "pending", "lanes", "meta", "wake", "jobs"),
                     ("name", "floor", "payload", "lane", "max_attempts", "spec", "ids"))

@@ -28,6 +28,7 @@ from echomq import (
     generate,
     slot,
 )
+from echomq import protocol as p
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.local_cluster import LocalCluster
 from echomq.scripts import parse
@@ -117,8 +118,8 @@ async def test_queues_on_different_nodes_work_side_by_side(local_cluster: LocalC
             await q.fence()
         # One pipeline over three nodes, items interleaved: verdicts in input order.
         ids = [jid() for _ in range(60)]
-        calls = [queues[i % 3]._enqueue_call(j, b"p") for i, j in enumerate(ids)]
-        calls.insert(7, queues[1]._enqueue_call(ids[1], b"again"))  # a duplicate, in place
+        calls = [p.enqueue(queues[i % 3].k, j, b"p") for i, j in enumerate(ids)]
+        calls.insert(7, p.enqueue(queues[1].k, ids[1], b"again"))  # a duplicate, in place
         replies = await conn.pipeline(calls)
         assert replies[7] == 0 and replies.count(1) == 60
         per_queue = [await q.enqueue_many([(jid(), b"m") for _ in range(20)]) for q in queues]
@@ -144,7 +145,7 @@ async def test_noscript_on_every_node_is_recovered(local_cluster: LocalCluster, 
         await queues[0].enqueue(jid(), b"warm")
         for node in local_cluster.nodes:
             node.command("SCRIPT", "FLUSH")
-        calls = [q._enqueue_call(jid(), b"x") for q in queues for _ in range(3)]
+        calls = [p.enqueue(q.k, jid(), b"x") for q in queues for _ in range(3)]
         assert await conn.pipeline(calls) == [1] * 9
         for node in local_cluster.nodes:
             node.command("SCRIPT", "FLUSH")

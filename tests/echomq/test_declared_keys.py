@@ -53,13 +53,16 @@ class Checked:
         self.inner = inner
         self.ran: set[str] = set()
 
-    def _call(self, call: Any) -> Call:
-        script, keys, args = call
-        self.ran.add(script.name)
-        return Call(_twin(script), keys, args)
+    def _call(self, call: Call) -> Call:
+        self.ran.add(call.script.name)
+        return Call(_twin(call.script), call.keys, call.args)
 
     async def eval(self, script: Script, keys: Any, args: Any) -> Any:
-        return await self.inner.eval(*self._call((script, keys, args)))
+        return await self.run(Call(script, keys, args))
+
+    async def run(self, call: Call) -> Any:
+        twin = self._call(call)
+        return await self.inner.eval(twin.script, twin.keys, twin.args)
 
     async def pipeline(self, calls: Any, **kw: Any) -> list[Any]:
         return await self.inner.pipeline([self._call(c) for c in calls], **kw)
@@ -97,7 +100,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.enqueue_many([(generate("JOB"), b"a") for _ in range(6)])
     traced = generate("JOB")
     await q.enqueue(traced, b"b")
-    await c.eval(*trace_attach(q.k, traced, "00-" + "1" * 32 + "-" + "2" * 16 + "-01"))
+    await c.run(trace_attach(q.k, traced, "00-" + "1" * 32 + "-" + "2" * 16 + "-01"))
     await q.admit(generate("JOB"), b"c", lane="s", serial=True)
     await q.admit(generate("JOB"), b"d", delay_ms=1)
     await q.admit_many([(generate("JOB"), b"e", "f")])
@@ -129,8 +132,8 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.stats()
     every = Schedule(name="dk", queue=qname, every_ms=1000, lane="sl")
     tick = every.latest(await c.server_time_ms())
-    await c.eval(*every.call([], floor=tick - 2000))
-    await c.eval(*every.call([tick - 1000, tick]))
+    await c.run(every.call([], floor=tick - 2000))
+    await c.run(every.call([tick - 1000, tick]))
     reg = Registration(c, [qname], name="w1")  # type: ignore[arg-type]
     await reg.beat()
     await queue_info(c, qname)  # type: ignore[arg-type]

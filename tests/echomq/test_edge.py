@@ -85,10 +85,12 @@ BAD: dict[str, list[Case]] = {
                 lambda q, x: q.requeue(x.id)],
     "purge": [lambda q, x: q.purge("pending", [x.id]), lambda q, x: q.purge("dead", ["nope"])],
     "cancel": [lambda q, x: q.cancel([]), lambda q, x: q.cancel([x.id] * 1001)],
+    "peek": [lambda q, x: q.peek("nope", 1), lambda q, x: q.peek("pending", -1),
+             lambda q, x: q.peek("pending", 10**6), lambda q, x: q.peek("pending", 1, start=-1)],
     # enqueue_many/admit_many report bad items in place (asserted below); no argument-less
     # method has a bad call.
     "enqueue_many": [], "admit_many": [], "fence": [], "pending_size": [], "promote": [],
-    "reap": [], "stats": [], "trim": [],
+    "reap": [], "stats": [], "trim": [], "wake_subscription": [],
 }
 
 # Queue methods with good arguments: against a dead server, ServerUnavailable.
@@ -119,6 +121,8 @@ GOOD: dict[str, Case] = {
     "reap": lambda q, x: q.reap(),
     "stats": lambda q, x: q.stats(),
     "trim": lambda q, x: q.trim(),
+    "peek": lambda q, x: q.peek("pending", 5),
+    "wake_subscription": lambda q, x: q.wake_subscription(),
 }
 
 
@@ -129,6 +133,7 @@ def _conn_cases(kind: str) -> dict[str, Case]:
     cases: dict[str, Case] = {
         "command": lambda c, x: c.command("PING"),
         "eval": lambda c, x: c.eval(enq, k, ["JOB01", b"x"]),
+        "run": lambda c, x: c.run(Call(enq, k, ["JOB01", b"x"])),
         "pipeline": lambda c, x: c.pipeline([Call(enq, k, ["JOB01", b"x"])]),
         "flush": lambda c, x: c.flush([Call(enq, k, ["JOB01", b"x"])], [("ZCARD", k[1])]),
         "pipeline_wait": lambda c, x: c.pipeline_wait([Call(enq, k, ["JOB01", b"x"])], replicas=1,
@@ -145,6 +150,7 @@ def _conn_cases(kind: str) -> dict[str, Case]:
 
 CONN_BAD: dict[str, list[Case]] = {
     "eval": [lambda c, x: c.eval(load("enqueue"), [], [])],
+    "run": [lambda c, x: c.run(Call(load("enqueue"), [], []))],
     "pipeline": [lambda c, x: c.pipeline([Call(load("stats"), ["a"], [])])],
     "flush": [lambda c, x: c.flush([Call(load("stats"), ["a"], [])])],
     "pipeline_wait": [lambda c, x: c.pipeline_wait([Call(load("stats"), ["a"], [])], replicas=1,

@@ -19,6 +19,7 @@ from echomq import (
     Verdict,
     generate,
 )
+from echomq import protocol as p
 from tests.conftest import keys_of
 
 
@@ -144,7 +145,7 @@ async def test_noscript_inside_a_pipeline(queue: AsyncQueue, raw: redis.Redis) -
     await queue.enqueue(jid(), b"warm")
     raw.script_flush()
     items = [(jid(), b"x") for _ in range(50)]
-    calls = [queue._enqueue_call(i, p) for i, p in items]
+    calls = [p.enqueue(queue.k, i, data) for i, data in items]
     replies = await queue.connector.pipeline(calls)
     assert replies == [1] * 50
 

@@ -103,19 +103,19 @@ async def test_first_sight_sets_the_mark_then_each_tick_is_admitted_once(
     s = Schedule(name="every", queue=qname, every_ms=1000)
     now = await conn.server_time_ms()
     floor = s.latest(now) - 5000
-    first = decode_schedule(await conn.eval(*s.call([], floor=floor)))
+    first = decode_schedule(await conn.run(s.call([], floor=floor)))
     assert first.mark == floor and first.admitted == [] and abs(first.now_ms - now) < 60_000
     ticks = s.ticks(floor, now, 100)  # five or six due ticks
-    got = decode_schedule(await conn.eval(*s.call(ticks)))
+    got = decode_schedule(await conn.run(s.call(ticks)))
     assert got.admitted == [s.job_id(t) for t in ticks] and got.mark == ticks[-1]
-    again = decode_schedule(await conn.eval(*s.call(ticks)))  # a second scheduler, late
+    again = decode_schedule(await conn.run(s.call(ticks)))  # a second scheduler, late
     assert again.admitted == [] and again.mark == ticks[-1]
     q = AsyncQueue(conn, qname)
     assert (await q.stats()).pending == len(ticks)
     row = await q.job(s.job_id(ticks[0]))
     assert row is not None and row["state"] == b"pending"
     # a floor never moves an existing mark
-    decode_schedule(await conn.eval(*s.call([], floor=0)))
+    decode_schedule(await conn.run(s.call([], floor=0)))
     assert _mark(raw, s) == ticks[-1]
 
 
@@ -123,11 +123,11 @@ async def test_a_tick_at_or_below_the_mark_is_never_admitted_again_even_after_it
         conn: AsyncConnector, qname: str, raw: redis.Redis) -> None:
     s = Schedule(name="once", queue=qname, every_ms=1000)
     tick = s.latest(await conn.server_time_ms())
-    await conn.eval(*s.call([], floor=tick - 1000))
-    assert decode_schedule(await conn.eval(*s.call([tick]))).admitted == [s.job_id(tick)]
+    await conn.run(s.call([], floor=tick - 1000))
+    assert decode_schedule(await conn.run(s.call([tick]))).admitted == [s.job_id(tick)]
     raw.delete(f"emq:{{{qname}}}:job:{s.job_id(tick)}")  # as retention would, later
     raw.zrem(f"emq:{{{qname}}}:pending", s.job_id(tick))
-    assert decode_schedule(await conn.eval(*s.call([tick - 1000, tick]))).admitted == []
+    assert decode_schedule(await conn.run(s.call([tick - 1000, tick]))).admitted == []
     assert not raw.exists(f"emq:{{{qname}}}:job:{s.job_id(tick)}")
 
 
@@ -135,9 +135,9 @@ async def test_a_tick_the_server_clock_has_not_reached_is_not_admitted(
         conn: AsyncConnector, qname: str, raw: redis.Redis) -> None:
     s = Schedule(name="later", queue=qname, every_ms=1000)
     now = await conn.server_time_ms()
-    await conn.eval(*s.call([], floor=s.latest(now) - 1000))
+    await conn.run(s.call([], floor=s.latest(now) - 1000))
     due, future = s.latest(now), s.latest(now) + 60_000  # a client whose clock runs ahead
-    got = decode_schedule(await conn.eval(*s.call([due, future])))
+    got = decode_schedule(await conn.run(s.call([due, future])))
     assert got.admitted == [s.job_id(due)] and got.mark == due
     assert not raw.exists(f"emq:{{{qname}}}:job:{s.job_id(future)}")
 
@@ -150,13 +150,13 @@ async def test_bad_calls_are_refused_before_any_write(conn: AsyncConnector, qnam
     backwards = Call(good.script, [*good.keys[:5], good.keys[6], good.keys[5]],
                      [*good.args[:6], good.args[7], good.args[6]])
     with pytest.raises(InvalidArgument, match="EMQARG ticks must strictly increase"):
-        await conn.eval(*backwards)
+        await conn.run(backwards)
     wrong_name = Call(good.script, good.keys, ["other", *good.args[1:]])
     with pytest.raises(ScriptContractError, match="EMQKEYS"):
-        await conn.eval(*wrong_name)
+        await conn.run(wrong_name)
     bad_floor = Call(good.script, good.keys, [good.args[0], "-5", *good.args[2:]])
     with pytest.raises(InvalidArgument, match="EMQARG floor"):
-        await conn.eval(*bad_floor)
+        await conn.run(bad_floor)
     assert keys_of(raw, qname) == set()
 
 
@@ -166,7 +166,7 @@ async def test_another_major_version_is_refused_and_nothing_changes(
     tick = s.latest(await conn.server_time_ms())
     raw.hset(f"emq:{{{qname}}}:meta", "protocol", "echomq:4.0.0")
     with pytest.raises(ProtocolVersionError):
-        await conn.eval(*s.call([tick], floor=tick - 1000))
+        await conn.run(s.call([tick], floor=tick - 1000))
     assert keys_of(raw, qname) == {f"emq:{{{qname}}}:meta"}
 
 

@@ -31,7 +31,7 @@ async def test_one_complete_batch_call_of_5000_attempts_finishes_them_all(
     while len(leases) < n:
         leases += await queue.claim(1000, lease_ms=120_000)
     call = p.complete_batch(queue.k, [(x, b"") for x in leases], keep_ms=60_000)
-    reply = await queue.connector.eval(*call)  # one script call, no client-side slicing
+    reply = await queue.connector.run(call)  # one script call, no client-side slicing
     assert p.decode_completions([reply]) == [Completion.COMPLETED] * n
     assert raw.zcard(queue.keys["done"]) == n and raw.zcard(queue.keys["active"]) == 0
 
@@ -51,11 +51,11 @@ async def test_keys_that_do_not_line_up_with_argv_are_refused_and_write_nothing(
     wrong_job = p.Call(hb.script, [hb.keys[0], queue.k.job(b), hb.keys[2]], hb.args)
     for bad in (swapped, wrong_job):
         with pytest.raises(ScriptContractError, match="EMQKEYS"):
-            await queue.connector.eval(*bad)
+            await queue.connector.run(bad)
     with pytest.raises((ScriptContractError, ServerError)):  # a cluster refuses it first
-        await queue.connector.eval(*foreign)  # (CROSSSLOT); one server answers EMQKEYS
+        await queue.connector.run(foreign)  # (CROSSSLOT); one server answers EMQKEYS
     with pytest.raises(ScriptContractError):  # caught on the client, by the contract
-        await queue.connector.eval(*short)
+        await queue.connector.run(short)
     reap = p.reap(queue.k, [a.encode()], max_attempts=5)
     with pytest.raises(ScriptContractError, match="EMQKEYS"):  # the server's own check too
         await queue.connector.eval(reap.script, reap.keys, [5, b])  # a's row, b's id

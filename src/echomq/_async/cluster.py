@@ -34,6 +34,7 @@ from redis import exceptions as rex
 
 from echomq import _edge, keyspace
 from echomq._async.connector import AsyncConnector, Call, Read, check_calls, is_transient
+from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, ServerUnavailable
 from echomq.scripts import Script
 
@@ -44,7 +45,6 @@ _rng = random.Random()
 __all__ = ["AsyncClusterConnector", "connect_async", "parse_cluster_url"]
 
 Addr = tuple[str, int]
-_SLOTS = 16384
 # Commands without a key go to any primary (TIME, SCRIPT LOAD, ...); the rest by args[1].
 _KEYLESS = frozenset({"TIME", "PING", "INFO", "SCRIPT", "CLUSTER", "WAIT", "DBSIZE", "ROLE",
                       "CONFIG", "FLUSHALL", "FLUSHDB", "ECHO", "LASTSAVE"})
@@ -58,10 +58,6 @@ _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss",
 
 def _retryable(exc: BaseException) -> bool:
     return is_transient(exc) or isinstance(exc, ServerUnavailable)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _split_host(item: str) -> Addr:
@@ -220,9 +216,9 @@ class AsyncClusterConnector:
                 last = exc
                 continue
             self._failed_at.pop(addr, None)
-            table: list[Addr | None] = [None] * _SLOTS
+            table: list[Addr | None] = [None] * keyspace.SLOTS
             for entry in reply:
-                host, port = _text(entry[2][0]) or addr[0], int(entry[2][1])
+                host, port = text(entry[2][0]) or addr[0], int(entry[2][1])
                 table[int(entry[0]) : int(entry[1]) + 1] = [(host, port)] * (
                     int(entry[1]) - int(entry[0]) + 1)
             self._slots, self._stale = table, False
@@ -296,7 +292,7 @@ class AsyncClusterConnector:
             return await self._retrying(self._command_once, args)
 
     async def _command_once(self, args: Sequence[Any]) -> Any:
-        if _text(args[0]).upper() in _KEYLESS or len(args) < 2:
+        if text(args[0]).upper() in _KEYLESS or len(args) < 2:
             if self._stale or not self._slots:
                 await self._refresh()
             primaries = self.primaries
@@ -343,6 +339,10 @@ class AsyncClusterConnector:
         except rex.AskError as exc:
             return await self._asking(exc, Call(script, keys, args))
 
+    async def run(self, call: Call) -> Any:
+        """Run one :class:`Call`: :meth:`eval` of its script, KEYS and ARGV."""
+        return await self.eval(call.script, call.keys, call.args)
+
     async def pipeline(self, calls: Sequence[Call], *, flush: int | None = None) -> list[Any]:
         """Run many script calls, grouped by node; replies (or error replies) in input order.
 
@@ -359,7 +359,7 @@ class AsyncClusterConnector:
             replies, _ = await self._grouped(calls, run)
             return _edge.replies(replies)
 
-    async def flush(self, calls: Sequence[Call], reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
+    async def flush(self, calls: Sequence[Call], reads: Sequence[Read] = ()) -> list[Any]:
         """Script calls, then plain read commands; replies in order (see AsyncConnector.flush).
 
         On a cluster the calls go as one pipeline per node and the reads follow one by one.
@@ -369,7 +369,7 @@ class AsyncClusterConnector:
         for read in reads:
             try:
                 if isinstance(read, Call):
-                    replies.append(await self.eval(*read))
+                    replies.append(await self.eval(read.script, read.keys, read.args))
                 else:
                     replies.append(await self.command(*read))
             except EchoMQError as exc:
@@ -420,7 +420,7 @@ class AsyncClusterConnector:
         groups: dict[int, tuple[AsyncConnector, list[int]]] = {}
         try:
             for i in todo:
-                keys = calls[i][1]
+                keys = calls[i].keys
                 node = await self._primary(keyspace.slot(keys[0]) if keys else 0)
                 groups.setdefault(id(node), (node, []))[1].append(i)
         except Exception as exc:
@@ -445,7 +445,7 @@ class AsyncClusterConnector:
                     continue
                 if isinstance(reply, rex.AskError):
                     try:
-                        reply = await self._asking(reply, Call(*calls[i]))
+                        reply = await self._asking(reply, calls[i])
                     except rex.ResponseError as exc:
                         if _retryable(exc):
                             failure = exc

@@ -26,16 +26,13 @@ from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
 from echomq._async.sharded import AsyncShardedQueue
+from echomq.decoders import text
 from echomq.errors import QueueNotDrained, QueueNotFound
 from echomq.sharding import RETIRED, ShardLayout, record_key, retired_marker
 
 __all__ = ["reshard"]
 
 _LIVE = ("pending", "active", "delayed", "dead")
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def _purge_done(shard: AsyncQueue) -> int:
@@ -67,7 +64,7 @@ async def reshard(connector: AsyncConnector | AsyncClusterConnector, name: str, 
     raw = await connector.command("HGET", record_key(name), "count")
     if raw is None:
         raise QueueNotFound(f"queue {name!r} is not a sharded queue (no {record_key(name)})")
-    count = int(_text(raw))
+    count = int(text(raw))
     if count == to:
         return count
     old = AsyncShardedQueue(connector, name, shards=count)
@@ -84,7 +81,7 @@ async def reshard(connector: AsyncConnector | AsyncClusterConnector, name: str, 
     for shard in old.shards:
         was = await connector.command("HGET", shard.keys["meta"], "protocol")
         await connector.command("HSET", shard.keys["meta"], "protocol", retired_marker(to))
-        retired.append((shard, None if was is None else _text(was)))
+        retired.append((shard, None if was is None else text(was)))
         if await _live(connector, shard):  # admitted before the retirement: undo it all
             for back, recorded in retired:
                 await _revive(connector, back, recorded)
@@ -93,7 +90,7 @@ async def reshard(connector: AsyncConnector | AsyncClusterConnector, name: str, 
     for sub in new.names:
         shard = AsyncQueue(connector, sub)
         was = await connector.command("HGET", shard.keys["meta"], "protocol")
-        if was is not None and _text(was).startswith(RETIRED):
+        if was is not None and text(was).startswith(RETIRED):
             await _revive(connector, shard, None)
     await connector.command("HSET", record_key(name), "count", to)
     return count

@@ -3,8 +3,11 @@
 These act on jobs the client cannot name in advance, so each *peeks* a bounded page
 of candidate ids (the ``peek`` script: a ``ZRANGE`` behind the version fence) and hands
 their job keys to its script, which re-checks every candidate
-(docs/decisions/0002-peek-then-act.md). :class:`AsyncQueue` inherits them; they are
-apart only to keep each module small.
+(docs/decisions/0002-peek-then-act.md). Each :class:`AsyncQueue` owns one
+:class:`AsyncUpkeep` (``queue.upkeep``): the queue admits and leases, the upkeep keeps
+the sets tidy and answers operators; the queue's methods of the same names hand over to
+it (composition, not inheritance: the upkeep holds the queue, reads its keys and options
+and sends through its connector).
 
 ``limit`` means the same in every method: a page of at most ``limit`` jobs, 0..10,000;
 0 is an empty page (nothing done), never "all". Bulk dead-job operations return a
@@ -14,34 +17,48 @@ apart only to keep each module small.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echomq import protocol as p
-from echomq._async.cluster import AsyncClusterConnector
-from echomq._async.connector import AsyncConnector
+from echomq._async.memory import memory_status
 from echomq.errors import InvalidArgument
+from echomq.memory import MemoryStatus
 from echomq.model import JobView, QueueOptions, Stats
-from echomq.protocol import STATES, Bulk
+from echomq.protocol import STATES, Bulk, Call
+
+if TYPE_CHECKING:
+    from echomq._async.queue import AsyncQueue
 
 __all__ = ["STATES", "AsyncUpkeep"]
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class AsyncUpkeep:
-    """The maintenance and inspection half of :class:`echomq.AsyncQueue`."""
+    """The maintenance and inspection verbs of one queue (``queue.upkeep``)."""
 
-    connector: AsyncConnector | AsyncClusterConnector
-    name: str
-    options: QueueOptions
-    keys: dict[str, str]
-    k: p.QueueKeys
+    def __init__(self, queue: AsyncQueue) -> None:
+        self.queue = queue
+        self.k = queue.k
+
+    @property
+    def options(self) -> QueueOptions:
+        return self.queue.options
+
+    async def _run(self, call: Call) -> Any:
+        return await self.queue.connector.run(call)
 
     async def _peek(self, state: str, count: int, start: int = 0) -> list[bytes]:
-        return p.decode_ids(await self.connector.eval(
-            *p.peek(self.k, state, start=start, count=count)))
+        return await self.queue.peek(state, count, start=start)
+
+    async def memory_status(self) -> MemoryStatus:
+        """The server's memory against its limit, for this queue's slot (echomq.memory)."""
+        return await memory_status(self.queue.connector, self.queue.name)
+
+    async def take_token(self, owner: str, ttl_ms: int) -> bool:
+        """Take the queue's upkeep token (``SET maint owner NX PX ttl_ms``) for ``ttl_ms``:
+        True for the one caller that got it. Consumers race for it every beat, so one of
+        them runs promote and reap. At maxmemory the server refuses the SET (ServerFull)."""
+        return bool(await self.queue.connector.command(
+            "SET", self.k.maint, owner, "NX", "PX", ttl_ms))
 
     # ------------------------------------------------------------- maintenance
     async def promote(self) -> int:
@@ -49,7 +66,7 @@ class AsyncUpkeep:
         ids = await self._peek("delayed", self.options.reap_batch)
         if not ids:
             return 0
-        return p.decode_count(await self.connector.eval(*p.promote(self.k, ids)))
+        return p.decode_count(await self._run(p.promote(self.k, ids)))
 
     async def reap(self) -> tuple[int, int]:
         """Re-expose jobs whose lease expired; returns (requeued, dead). Bounded per call."""
@@ -57,12 +74,12 @@ class AsyncUpkeep:
         if not ids:
             return (0, 0)
         call = p.reap(self.k, ids, max_attempts=self.options.max_attempts)
-        return p.decode_reap(await self.connector.eval(*call))
+        return p.decode_reap(await self._run(call))
 
     async def _purge(self, state: str, min_age_ms: int, limit: int) -> Bulk:
         ids = await self._peek(state, limit) if limit else []
         call = p.purge(self.k, state, ids, min_age_ms=min_age_ms)
-        return p.decode_bulk(await self.connector.eval(*call))
+        return p.decode_bulk(await self._run(call))
 
     async def trim(self) -> int:
         """Retention: delete done and dead rows older than their keep window (bounded)."""
@@ -82,7 +99,7 @@ class AsyncUpkeep:
         budget, oldest first; the result is how many, with ``remaining`` dead jobs left."""
         p.check_int("limit", limit, 0, p.MAX_PAGE)
         ids = await self._peek("dead", limit) if limit else []
-        return p.decode_bulk(await self.connector.eval(*p.requeue(self.k, ids)))
+        return p.decode_bulk(await self._run(p.requeue(self.k, ids)))
 
     # ------------------------------------------------- named jobs (operators)
     def _named(self, ids: Sequence[str]) -> list[str]:
@@ -97,7 +114,7 @@ class AsyncUpkeep:
         """Put the named dead jobs back on pending with a fresh failure budget (the
         ``requeue`` script); ids that are not dead are skipped. Returns how many moved
         (a :class:`Bulk`, with ``remaining`` dead jobs left)."""
-        return p.decode_bulk(await self.connector.eval(*p.requeue(self.k, self._named(ids))))
+        return p.decode_bulk(await self._run(p.requeue(self.k, self._named(ids))))
 
     async def purge(self, state: str, ids: Sequence[str]) -> int:
         """Delete the named jobs of a finished state (``done`` or ``dead``) now (the
@@ -105,19 +122,19 @@ class AsyncUpkeep:
         if state not in ("done", "dead"):
             raise InvalidArgument("state must be done or dead")
         call = p.purge(self.k, state, self._named(ids), min_age_ms=0)
-        return p.decode_bulk(await self.connector.eval(*call))
+        return p.decode_bulk(await self._run(call))
 
     async def cancel(self, ids: Sequence[str]) -> int:
         """Delete the named jobs that are still waiting (pending or delayed; the ``cancel``
         script); active and finished jobs are skipped. Returns how many went."""
-        return p.decode_count(await self.connector.eval(*p.cancel(self.k, self._named(ids))))
+        return p.decode_count(await self._run(p.cancel(self.k, self._named(ids))))
 
     # -------------------------------------------------------------- inspection
     async def pending_size(self) -> int:
-        return p.decode_count(await self.connector.eval(*p.pending_size(self.k)))
+        return p.decode_count(await self._run(p.pending_size(self.k)))
 
     async def stats(self) -> Stats:
-        return p.decode_stats(await self.connector.eval(*p.stats(self.k)))
+        return p.decode_stats(await self._run(p.stats(self.k)))
 
     async def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
         """A page of at most ``limit`` (0..10,000) jobs in ``state`` from rank ``offset``
@@ -128,4 +145,4 @@ class AsyncUpkeep:
         ids = await self._peek(state, limit, offset)
         if not ids:
             return []
-        return p.decode_views(await self.connector.eval(*p.browse(self.k, state, ids)))
+        return p.decode_views(await self._run(p.browse(self.k, state, ids)))

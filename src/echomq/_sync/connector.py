@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import redis as redis_client
 from redis import exceptions as rex
@@ -37,9 +37,9 @@ from echomq.scripts import Script
 # process-wide `random` state its users and their test tools rely on.
 _rng = random.Random()
 
-__all__ = ["Call", "Connector", "is_transient"]
+__all__ = ["Call", "Connector", "WakeSubscription", "is_transient"]
 
-Read = Sequence[Any]
+Read = Call | Sequence[Any]
 """A plain command (``("ZRANGE", key, 0, 9)``) or a call of a ``no-writes`` script sent
 after the script calls of a flush; reads are sent again with every NOSCRIPT round."""
 
@@ -82,8 +82,8 @@ def _unrun(reply: Any) -> bool:
 
 def check_calls(calls: Sequence[Call]) -> None:
     """Refuse a call whose shape does not fit its script's contract, before any I/O."""
-    for script, keys, args in calls:
-        script.check(len(keys), len(args))
+    for call in calls:
+        call.script.check(len(call.keys), len(call.args))
 
 
 class Connector:
@@ -155,7 +155,7 @@ class Connector:
                 for i in range(0, max(len(calls), 1), flush):
                     chunk = calls[i : i + flush]
                     tail = reads if i + flush >= len(calls) else ()
-                    buf = b"".join([*(_wire.pack_evalsha(s.sha, k, a) for s, k, a in chunk),
+                    buf = b"".join([*(_wire.pack_evalsha(c.script.sha, c.keys, c.args) for c in chunk),
                                     *(_pack(r) for r in tail)])
                     yield buf, len(chunk) + len(tail)
 
@@ -166,10 +166,10 @@ class Connector:
                 raise
             return
         if len(calls) == 1 and not reads and not asking:
-            script, keys, args = calls[0]
+            one = calls[0]
             try:
                 out.append(self.client.execute_command(
-                    "EVALSHA", script.sha, len(keys), *keys, *args))
+                    "EVALSHA", one.script.sha, len(one.keys), *one.keys, *one.args))
             except rex.ResponseError as exc:
                 out.append(exc)
             return
@@ -177,10 +177,11 @@ class Connector:
             pipe = self.client.pipeline(transaction=False)
             chunk = calls[i : i + flush]
             tail = reads if i + flush >= len(calls) else ()
-            for script, keys, args in chunk:
+            for call in chunk:
                 if asking:
                     pipe.execute_command("ASKING")
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
+                                     *call.args)
             for read in tail:
                 if asking:
                     pipe.execute_command("ASKING")
@@ -220,7 +221,7 @@ class Connector:
                 break
             # Those calls did not run: load each of their scripts once, send only them
             # (and the reads) again.
-            for script in {s.sha: s for s in [*(calls[i][0] for i in todo), *lost]}.values():
+            for script in {s.sha: s for s in [*(calls[i].script for i in todo), *lost]}.values():
                 self.client.execute_command("SCRIPT", "LOAD", script.source)
         for value in [*out, *rounds[-1]]:
             if isinstance(value, Exception) and is_transient(value):
@@ -286,6 +287,10 @@ class Connector:
         with _edge.mapped():
             return self._eval(script, keys, args)
 
+    def run(self, call: Call) -> Any:
+        """Run one :class:`Call`: :meth:`eval` of its script, KEYS and ARGV."""
+        return self.eval(call.script, call.keys, call.args)
+
     def pipeline(self, calls: Sequence[Call], *, flush: int | None = None) -> list[Any]:
         """Run many script calls pipelined; replies (or error replies) in input order.
 
@@ -339,6 +344,14 @@ class Connector:
             pubsub = self.client.pubsub()
             pubsub.ssubscribe(channel)
         return Subscription(pubsub)
+
+
+class WakeSubscription(Protocol):
+    """A subscription to a queue's wake channel (single server or cluster)."""
+
+    def get_message(self, ignore_subscribe_messages: bool = True, **wait: Any) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class Subscription:

@@ -20,12 +20,13 @@ from typing import Any
 
 from echomq import protocol as p
 from echomq._sync.cluster import ClusterConnector
-from echomq._sync.connector import Connector
+from echomq._sync.connector import Connector, WakeSubscription
 from echomq._sync.memory import typed_refusals
-from echomq._sync.upkeep import Upkeep, _text
+from echomq._sync.upkeep import Upkeep
+from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable
-from echomq.model import PROTOCOL, Completion, Lease, QueueOptions, RetryOutcome, Verdict
-from echomq.protocol import Call
+from echomq.model import PROTOCOL, Completion, JobView, Lease, QueueOptions, RetryOutcome, Stats, Verdict
+from echomq.protocol import Bulk, Call
 from echomq.replies import reply_code
 from echomq.scripts import Script
 
@@ -33,9 +34,17 @@ __all__ = ["Queue"]
 
 _FINISH_BATCH = 256
 
+AdmitItem = tuple[str, bytes] | tuple[str, bytes, str | None]
+"""One item of :meth:`Queue.admit_many`: ``(id, payload)`` or ``(id, payload, lane)``."""
 
-class Queue(Upkeep):
-    """One queue named ``name`` on a connector. Cheap to create; holds no connection."""
+
+class Queue:
+    """One queue named ``name`` on a connector. Cheap to create; holds no connection.
+
+    The queue admits and leases; its :attr:`upkeep` (:class:`Upkeep`) promotes,
+    reaps, trims and answers operators, and the queue's methods of those names hand over
+    to it.
+    """
 
     def __init__(
         self, connector: Connector | ClusterConnector, name: str, *,
@@ -49,6 +58,7 @@ class Queue(Upkeep):
         self.options = options or QueueOptions()
         self.keys = self.k.as_dict()
         self._job_prefix = self.k.job_prefix
+        self.upkeep = Upkeep(self)
 
     # ----------------------------------------------------------------- helpers
     def job_key(self, job_id: str) -> str:
@@ -58,32 +68,70 @@ class Queue(Upkeep):
     def _payload(self, payload: object) -> bytes:
         return p.check_payload(payload, self.options.max_payload)
 
+    def _run(self, call: Call) -> Any:
+        return self.connector.run(call)
+
     def fence(self) -> str:
         """Record (or check) the queue's protocol version; returns the version recorded.
 
         Not needed before other calls (each script checks the version itself); it is the
         explicit check, e.g. at startup: ProtocolVersionError on another major version.
         """
-        return _text(self.connector.eval(*p.fence(self.k, PROTOCOL)))
+        return text(self._run(p.fence(self.k, PROTOCOL)))
 
-    def _enqueue_call(self, job_id: str, payload: bytes) -> Call:
-        return p.enqueue(self.k, job_id, self._payload(payload))
+    def peek(self, state: str, count: int, *, start: int = 0) -> list[bytes]:
+        """The ids of up to ``count`` jobs in ``state`` from rank ``start`` (set order): the
+        candidates a peek-then-act script re-checks (docs/decisions/0002)."""
+        p.check_int("count", count, 0, p.MAX_WINDOW)
+        p.check_int("start", start, 0, p.MAX_OFFSET)
+        return p.decode_ids(self._run(p.peek(self.k, state, start=start, count=count)))
+
+    def wake_subscription(self) -> WakeSubscription:
+        """A subscription to the queue's wake channel: each message is the id of a job
+        admitted onto an empty pending set (``get_message``/``close``)."""
+        return self.connector.wake_subscription(self.k.wake)
 
     # --------------------------------------------------------------- admission
-    def enqueue(self, job_id: str, payload: bytes) -> Verdict:
-        """Admit one job (``lua/enqueue.lua``; docs/protocol.md, "Admission"): ENQUEUED, DUPLICATE or KIND.
+    def _admit_call(self, job_id: str, payload: object, lane: str | None, delay_ms: int,
+                    serial: bool, max_attempts: int | None) -> Call:
+        data = self._payload(payload)
+        lane_arg = p.check_lane(lane)
+        p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
+        if max_attempts is not None:
+            p.check_int("max_attempts", max_attempts, 1, p.MAX_ATTEMPTS)
+        if not isinstance(serial, bool):
+            raise InvalidArgument(f"serial must be a bool, not {type(serial).__name__}")
+        if not lane_arg and not delay_ms and max_attempts is None:
+            # No option: lua/enqueue.lua, the same write as admit.lua's without one, in a
+            # smaller script (``serial`` means nothing without a lane).
+            return p.enqueue(self.k, job_id, data)
+        return p.admit(self.k, job_id, data, lane=lane_arg, delay_ms=delay_ms, serial=serial,
+                       max_attempts=max_attempts)
 
-        A malformed id raises InvalidJobId and a bad payload InvalidPayload (or
-        PayloadTooLarge), both before any I/O.
+    def admit(
+        self,
+        job_id: str,
+        payload: bytes,
+        *,
+        lane: str | None = None,
+        delay_ms: int = 0,
+        serial: bool = False,
+        max_attempts: int | None = None,
+    ) -> Verdict:
+        """Admit one job: ENQUEUED, DUPLICATE or KIND (the one admission verb).
+
+        Optionally onto ``lane`` (fair among lanes; ``serial=True`` holds the lane to one
+        job in flight, so its jobs run in order), after ``delay_ms`` (server clock), with
+        its own ``max_attempts``. Bad arguments raise InvalidArgument (InvalidJobId,
+        InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
+        :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
         """
-        return self._admission(self._enqueue_call(job_id, payload))
-
-    def _admission(self, call: Call) -> Verdict:
+        call = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts)
         if self.options.durable_replicas:
             reply = (self._admit_pipeline([call]))[0]
         else:
             try:
-                reply = self.connector.eval(*call)
+                reply = self._run(call)
             except EchoMQError as exc:
                 (reply,) = typed_refusals(self.connector, self.name, [exc])
         verdict = p.decode_verdict(reply)
@@ -91,39 +139,55 @@ class Queue(Upkeep):
             raise verdict
         return verdict
 
-    def enqueue_many(
-        self, pairs: Iterable[tuple[str, bytes]]
+    def enqueue(self, job_id: str, payload: bytes) -> Verdict:
+        """The protocol's name for :meth:`admit` without options (docs/protocol.md,
+        "Admission"): the same call, the same verdicts."""
+        return self.admit(job_id, payload)
+
+    def admit_many(
+        self, items: Iterable[AdmitItem], *, serial: bool = False
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs: ``SCRIPT LOAD`` once, then one pipelined ``EVALSHA`` per item.
 
-        Returns one verdict per item, in input order. An item that cannot be sent (a
-        malformed id, a bad payload) gets its typed error in its place and nothing is
-        written for it; the other items are unaffected. An id repeated inside the batch
-        is enqueued once and reported DUPLICATE after. Each item is atomic on its own;
-        the batch is not a transaction. Items go out in flushes of ``options.batch``.
+        Each item is ``(id, payload)`` or ``(id, payload, lane)``; ``serial`` applies to
+        every item with a lane, as in :meth:`admit`. Returns one verdict per item, in input
+        order. An item that cannot be sent (a malformed id, a bad payload) gets its typed
+        error in its place and nothing is written for it; the other items are unaffected.
+        An id repeated inside the batch is admitted once and reported DUPLICATE after.
+        Each item is atomic on its own; the batch is not a transaction. Items go out in
+        flushes of ``options.batch``.
         """
         out: list[Verdict | EchoMQError] = []
         calls: list[Call] = []
         where: list[int] = []
-        for i, pair in enumerate(pairs):
+        for i, item in enumerate(items):
             try:
-                job_id, payload = pair
-                calls.append(self._enqueue_call(job_id, payload))
+                job_id, payload, *rest = item
+                if len(rest) > 1:
+                    raise ValueError(item)
+                lane = rest[0] if rest else None
+                calls.append(self._admit_call(job_id, payload, lane, 0, serial, None))
             except EchoMQError as exc:
                 out.append(exc)
                 continue
             except (TypeError, ValueError):
-                out.append(InvalidArgument(f"item {i}: expected an (id, payload) pair"))
+                out.append(InvalidArgument(
+                    f"item {i}: expected an (id, payload) pair or an (id, payload, lane) triple"))
                 continue
             out.append(Verdict.DUPLICATE)  # placeholder, replaced below
             where.append(i)
-        if not calls:
-            return out
-        self._preload(calls[0].script)
-        replies = self._admit_pipeline(calls, flush=self.options.batch)
-        for i, reply in zip(where, replies, strict=True):
-            out[i] = p.decode_verdict(reply)
+        for script in {c.script.sha: c.script for c in calls}.values():  # at most two
+            self._preload(script)
+        if calls:
+            replies = self._admit_pipeline(calls, flush=self.options.batch)
+            for i, reply in zip(where, replies, strict=True):
+                out[i] = p.decode_verdict(reply)
         return out
+
+    def enqueue_many(self, pairs: Iterable[AdmitItem]) -> list[Verdict | EchoMQError]:
+        """The protocol's name for :meth:`admit_many` (docs/protocol.md, "Admission"): the
+        same call, the same verdicts."""
+        return self.admit_many(pairs)
 
     def _preload(self, script: Script) -> None:
         """``SCRIPT LOAD`` before a batch, so its calls need no NOSCRIPT round. A server that
@@ -158,65 +222,6 @@ class Queue(Upkeep):
                 out.append(reply)
         return typed_refusals(self.connector, self.name, out)
 
-    def _admit_call(
-        self, job_id: str, payload: bytes, lane: str | None, delay_ms: int, serial: bool,
-        max_attempts: int | None,
-    ) -> Call:
-        data = self._payload(payload)
-        lane_arg = p.check_lane(lane)
-        p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
-        if max_attempts is not None:
-            p.check_int("max_attempts", max_attempts, 1, p.MAX_ATTEMPTS)
-        if not isinstance(serial, bool):
-            raise InvalidArgument(f"serial must be a bool, not {type(serial).__name__}")
-        return p.admit(self.k, job_id, data, lane=lane_arg, delay_ms=delay_ms, serial=serial,
-                       max_attempts=max_attempts)
-
-    def admit(
-        self,
-        job_id: str,
-        payload: bytes,
-        *,
-        lane: str | None = None,
-        delay_ms: int = 0,
-        serial: bool = False,
-        max_attempts: int | None = None,
-    ) -> Verdict:
-        """Admit one job onto a lane and/or after a delay (server clock).
-
-        ``serial=True`` holds the lane to one job in flight, so its jobs run in order.
-        Bad arguments raise InvalidArgument (InvalidJobId, InvalidPayload, ...) before
-        any I/O; the ranges are in :mod:`echomq.protocol`.
-        """
-        return self._admission(
-            self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts))
-
-    def admit_many(
-        self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False
-    ) -> list[Verdict | EchoMQError]:
-        """Admit ``(id, payload, lane)`` items in pipelined flushes; verdicts in input order."""
-        out: list[Verdict | EchoMQError] = []
-        calls: list[Call] = []
-        where: list[int] = []
-        for i, item in enumerate(items):
-            try:
-                job_id, payload, lane = item
-                calls.append(self._admit_call(job_id, payload, lane, 0, serial, None))
-            except EchoMQError as exc:
-                out.append(exc)
-                continue
-            except (TypeError, ValueError):
-                out.append(InvalidArgument(f"item {i}: expected an (id, payload, lane) triple"))
-                continue
-            out.append(Verdict.DUPLICATE)
-            where.append(i)
-        if calls:
-            self._preload(calls[0].script)
-            replies = self._admit_pipeline(calls, flush=self.options.batch)
-            for i, reply in zip(where, replies, strict=True):
-                out[i] = p.decode_verdict(reply)
-        return out
-
     # ------------------------------------------------------------- claim plane
     def claim(self, count: int = 1, *, lease_ms: int, window: int | None = None) -> list[Lease]:
         """Lease up to ``count`` (1..10,000) pending jobs for ``lease_ms`` (server clock).
@@ -228,10 +233,10 @@ class Queue(Upkeep):
         p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
         peek = 2 * count + 64 if window is None else p.check_int(
             "window", window, 1, p.MAX_WINDOW)
-        ids = self._peek("pending", peek)
+        ids = self.peek("pending", peek)
         if not ids:
             return []
-        flat = self.connector.eval(*p.claim(self.k, ids, count=count, lease_ms=lease_ms))
+        flat = self._run(p.claim(self.k, ids, count=count, lease_ms=lease_ms))
         return p.decode_leases(self.name, flat)
 
     def _lease(self, lease: Lease) -> Lease:
@@ -245,7 +250,7 @@ class Queue(Upkeep):
         """Extend ``lease``; returns the new deadline (server ms) or None if the lease is lost."""
         p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
         call = p.heartbeat(self.k, self._lease(lease), lease_ms=lease_ms)
-        return p.decode_deadline(self.connector.eval(*call))
+        return p.decode_deadline(self._run(call))
 
     def heartbeat_many(self, leases: Sequence[Lease], *, lease_ms: int) -> list[int | None]:
         """Extend many leases in one flush; one deadline or None per lease, in order."""
@@ -272,7 +277,7 @@ class Queue(Upkeep):
         """Finish an attempt (fenced). STALE if the attempt no longer holds the job."""
         call = p.complete(self.k, self._lease(lease), keep_ms=self.options.keep_done_ms,
                           result=self._result(result))
-        return p.decode_completion(self.connector.eval(*call))
+        return p.decode_completion(self._run(call))
 
     def complete_many(
         self, leases: Sequence[Lease], results: Sequence[bytes] | None = None
@@ -326,7 +331,7 @@ class Queue(Upkeep):
             raise InvalidArgument(f"error must be a str, not {type(error).__name__}")
         call = p.retry(self.k, self._lease(lease), delay_ms=delay_ms,
                        max_attempts=self.options.max_attempts, error=error, mode=mode)
-        return p.decode_retry(self.connector.eval(*call))
+        return p.decode_retry(self._run(call))
 
     def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
         """Record a failed attempt; run again after ``delay_ms``, or dead at the limit."""
@@ -338,4 +343,47 @@ class Queue(Upkeep):
 
     def job(self, job_id: str) -> dict[str, bytes] | None:
         """The row of one job, or None."""
-        return p.decode_row(self.connector.eval(*p.row(self.k, job_id)))
+        return p.decode_row(self._run(p.row(self.k, job_id)))
+
+    # ------------------------------------------- upkeep and inspection (self.upkeep)
+    def promote(self) -> int:
+        """:meth:`Upkeep.promote`: due delayed jobs to pending (bounded)."""
+        return self.upkeep.promote()
+
+    def reap(self) -> tuple[int, int]:
+        """:meth:`Upkeep.reap`: expired leases re-exposed; (requeued, dead)."""
+        return self.upkeep.reap()
+
+    def trim(self) -> int:
+        """:meth:`Upkeep.trim`: retention of done and dead rows (bounded)."""
+        return self.upkeep.trim()
+
+    def purge_dead(self, *, limit: int = 1000) -> Bulk:
+        """:meth:`Upkeep.purge_dead`."""
+        return self.upkeep.purge_dead(limit=limit)
+
+    def requeue_dead(self, *, limit: int = 1000) -> Bulk:
+        """:meth:`Upkeep.requeue_dead`."""
+        return self.upkeep.requeue_dead(limit=limit)
+
+    def requeue(self, ids: Sequence[str]) -> int:
+        """:meth:`Upkeep.requeue`: the named dead jobs back on pending."""
+        return self.upkeep.requeue(ids)
+
+    def purge(self, state: str, ids: Sequence[str]) -> int:
+        """:meth:`Upkeep.purge`: delete the named done or dead jobs."""
+        return self.upkeep.purge(state, ids)
+
+    def cancel(self, ids: Sequence[str]) -> int:
+        """:meth:`Upkeep.cancel`: delete the named waiting jobs."""
+        return self.upkeep.cancel(ids)
+
+    def pending_size(self) -> int:
+        return self.upkeep.pending_size()
+
+    def stats(self) -> Stats:
+        return self.upkeep.stats()
+
+    def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
+        """:meth:`Upkeep.browse`: a page of jobs in ``state`` with their rows."""
+        return self.upkeep.browse(state, offset=offset, limit=limit)

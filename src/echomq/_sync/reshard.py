@@ -27,16 +27,13 @@ from echomq._sync.cluster import ClusterConnector
 from echomq._sync.connector import Connector
 from echomq._sync.queue import Queue
 from echomq._sync.sharded import ShardedQueue
+from echomq.decoders import text
 from echomq.errors import QueueNotDrained, QueueNotFound
 from echomq.sharding import RETIRED, ShardLayout, record_key, retired_marker
 
 __all__ = ["reshard"]
 
 _LIVE = ("pending", "active", "delayed", "dead")
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _purge_done(shard: Queue) -> int:
@@ -68,7 +65,7 @@ def reshard(connector: Connector | ClusterConnector, name: str, *,
     raw = connector.command("HGET", record_key(name), "count")
     if raw is None:
         raise QueueNotFound(f"queue {name!r} is not a sharded queue (no {record_key(name)})")
-    count = int(_text(raw))
+    count = int(text(raw))
     if count == to:
         return count
     old = ShardedQueue(connector, name, shards=count)
@@ -85,7 +82,7 @@ def reshard(connector: Connector | ClusterConnector, name: str, *,
     for shard in old.shards:
         was = connector.command("HGET", shard.keys["meta"], "protocol")
         connector.command("HSET", shard.keys["meta"], "protocol", retired_marker(to))
-        retired.append((shard, None if was is None else _text(was)))
+        retired.append((shard, None if was is None else text(was)))
         if _live(connector, shard):  # admitted before the retirement: undo it all
             for back, recorded in retired:
                 _revive(connector, back, recorded)
@@ -94,7 +91,7 @@ def reshard(connector: Connector | ClusterConnector, name: str, *,
     for sub in new.names:
         shard = Queue(connector, sub)
         was = connector.command("HGET", shard.keys["meta"], "protocol")
-        if was is not None and _text(was).startswith(RETIRED):
+        if was is not None and text(was).startswith(RETIRED):
             _revive(connector, shard, None)
     connector.command("HSET", record_key(name), "count", to)
     return count

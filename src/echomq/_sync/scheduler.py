@@ -84,7 +84,7 @@ class Scheduler:
 
     def _call(self, s: Schedule, call: Call) -> list[str]:
         sent = time.time() * 1000
-        reply = decode_schedule(self.connector.eval(*call))
+        reply = decode_schedule(self.connector.run(call))
         self._offset_ms = reply.now_ms - (sent + time.time() * 1000) / 2
         if reply.mark >= 0:
             self.marks[(s.queue, s.name)] = reply.mark

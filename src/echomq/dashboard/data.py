@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
 from echomq._async.sharded import AsyncShardedQueue
+from echomq.decoders import text
 from echomq.info import QueueInfo, discover_queues, queue_info
 from echomq.logical import open_queue
 from echomq.model import JobView
@@ -23,9 +23,6 @@ __all__ = ["JobDetail", "LaneInfo", "discover", "job_detail", "lanes", "page", "
 Conn = AsyncConnector | AsyncClusterConnector
 BACKLOG_PEEK = 2000  # pending rows read to count each lane's backlog: bounded work per page view
 
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 async def discover(conn: Conn) -> list[str]:
@@ -53,7 +50,7 @@ async def lanes(conn: Conn, name: str) -> tuple[list[LaneInfo], int, bool]:
     waiting, held = 0, dict[str, str]()
     for q in logical.shards if isinstance(logical, AsyncShardedQueue) else [logical]:
         waiting += int(await conn.command("HLEN", q.keys["lanes"]))
-        held |= {_text(k): _text(v)
+        held |= {text(k): text(v)
                  for k, v in (await conn.command("HGETALL", q.keys["inflight"])).items()}
     views = await logical.browse("pending", limit=BACKLOG_PEEK)
     backlog = Counter(v.row["lane"].decode(errors="replace") for v in views if v.row.get("lane"))

@@ -20,6 +20,7 @@ import redis as redis_client
 from redis.credentials import UsernamePasswordCredentialProvider
 
 from echomq import Connector, Queue, Verdict, generate
+from echomq import protocol as p
 from echomq.errors import ConfigurationError
 from tests.conftest import keys_of
 from tests.echomq.tls_proxy import self_signed, tls_front
@@ -105,7 +106,7 @@ def test_noscript_inside_a_pipeline_is_recovered(
     q.enqueue(jid(), b"warm")
     raw_single.script_flush()
     ids = [jid() for _ in range(50)]
-    assert fallback.pipeline([q._enqueue_call(i, b"x") for i in ids]) == [1] * 50
+    assert fallback.pipeline([p.enqueue(q.k, i, b"x") for i in ids]) == [1] * 50
     raw_single.script_flush()
     assert q.enqueue_many([(i, b"y") for i in ids]) == [Verdict.DUPLICATE] * 50
     assert q.pending_size() == 51
@@ -127,14 +128,14 @@ def test_a_flush_of_calls_then_reads_is_one_exchange(
         fallback: Connector, qname: str) -> None:
     q = Queue(fallback, qname)
     a = jid()
-    got = fallback.flush([q._enqueue_call(a, b"x")], [("ZRANGE", f"emq:{{{qname}}}:pending", 0, -1)])
+    got = fallback.flush([p.enqueue(q.k, a, b"x")], [("ZRANGE", f"emq:{{{qname}}}:pending", 0, -1)])
     assert got == [1, [a.encode()]]
 
 
 def test_pipeline_wait_counts_replicas_over_the_fallback(
         fallback: Connector, qname: str) -> None:
     q = Queue(fallback, qname)
-    replies, acked = fallback.pipeline_wait([q._enqueue_call(jid(), b"x")], replicas=0,
+    replies, acked = fallback.pipeline_wait([p.enqueue(q.k, jid(), b"x")], replicas=0,
                                                   timeout_ms=100)
     assert replies == [1] and acked == [0]  # the single server has no replica
 
@@ -147,7 +148,7 @@ def test_a_refused_permission_is_typed_in_place_and_writes_nothing(
     conn = provider_conn(valkey_url, name, password)
     try:
         q = Queue(conn, qname)
-        got = conn.pipeline([q._enqueue_call(jid(), b"x"), q._enqueue_call(jid(), b"y")])
+        got = conn.pipeline([p.enqueue(q.k, jid(), b"x"), p.enqueue(q.k, jid(), b"y")])
         assert all(isinstance(r, ConfigurationError) and "NOPERM" in str(r) for r in got), got
         assert keys_of(raw_single, qname) == set()
     finally:

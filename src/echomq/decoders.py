@@ -1,0 +1,145 @@
+"""Reply decoders of the EchoMQ protocol, pure (no I/O): a raw reply in, a typed value out.
+
+One decoder per script reply shape; the same decoder runs on a reply that came back
+alone and on one that came back in place inside a pipeline (an error reply in place is
+raised here, as its typed :class:`~echomq.errors.EchoMQError`). :func:`text` is the one
+bytes-or-str reading of a reply word, shared by every module that reads one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from echomq.errors import EchoMQError, ServerError
+from echomq.model import Completion, JobView, Lease, RetryOutcome, Stats, Verdict
+
+__all__ = [
+    "Bulk",
+    "decode_bulk",
+    "decode_completion",
+    "decode_completions",
+    "decode_count",
+    "decode_deadline",
+    "decode_ids",
+    "decode_leases",
+    "decode_reap",
+    "decode_retry",
+    "decode_row",
+    "decode_stats",
+    "decode_verdict",
+    "decode_views",
+    "text",
+]
+
+
+def text(value: Any) -> str:
+    """A reply word as str: bytes decoded as UTF-8 (an undecodable byte shown as U+FFFD,
+    never an error: a reply is displayed or compared, not trusted), else ``str()``-ed."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _raise_if_error(reply: Any) -> Any:
+    if isinstance(reply, BaseException):
+        raise reply
+    return reply
+
+
+def decode_row(flat: Any) -> dict[str, bytes] | None:
+    flat = _raise_if_error(flat)
+    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)} or None
+
+
+def decode_ids(reply: Any) -> list[bytes]:
+    return list(_raise_if_error(reply))
+
+
+def decode_verdict(reply: object) -> Verdict | EchoMQError:
+    """One reply of enqueue/admit: its verdict (EMQKIND is the KIND verdict), or the error."""
+    if isinstance(reply, BaseException):
+        if getattr(reply, "code", None) == "EMQKIND":
+            return Verdict.KIND
+        if isinstance(reply, EchoMQError):
+            return reply
+        return ServerError(f"unexpected admission reply: {reply!r}")
+    if reply == 1:
+        return Verdict.ENQUEUED
+    if reply == 0:
+        return Verdict.DUPLICATE
+    return ServerError(f"unexpected admission reply: {reply!r}")
+
+
+def decode_completion(reply: Any) -> Completion:
+    return Completion.COMPLETED if _raise_if_error(reply) == 1 else Completion.STALE
+
+
+def decode_completions(replies: Sequence[Any]) -> list[Completion]:
+    """complete_batch replies flattened into one verdict per attempt (errors raised)."""
+    out = []
+    for reply in replies:
+        out += [Completion.COMPLETED if r == 1 else Completion.STALE for r in _raise_if_error(reply)]
+    return out
+
+
+def decode_leases(queue: str, flat: Any) -> list[Lease]:
+    flat = _raise_if_error(flat)
+    return [
+        Lease(queue=queue, id=text(flat[i]), attempt=int(flat[i + 1]), payload=flat[i + 2] or b"",
+              lane=text(flat[i + 3]) or None, deadline_ms=int(flat[i + 4]))
+        for i in range(0, len(flat), 5)
+    ]
+
+
+def decode_deadline(reply: Any) -> int | None:
+    return int(_raise_if_error(reply)) or None
+
+
+def decode_retry(reply: Any) -> RetryOutcome:
+    reply = _raise_if_error(reply)
+    return {1: RetryOutcome.SCHEDULED, 2: RetryOutcome.DEAD}.get(reply, RetryOutcome.STALE)
+
+
+def decode_count(reply: Any) -> int:
+    return int(_raise_if_error(reply))
+
+
+def decode_reap(reply: Any) -> tuple[int, int]:
+    requeued, dead = _raise_if_error(reply)
+    return int(requeued), int(dead)
+
+
+class Bulk(int):
+    """How many jobs one bulk call acted on (it *is* that int), and how many are left in
+    the set it pages through (``remaining``): call again while ``remaining`` is not 0."""
+
+    remaining: int
+
+    def __new__(cls, acted: int, remaining: int) -> Bulk:
+        self = super().__new__(cls, acted)
+        self.remaining = remaining
+        return self
+
+    def __repr__(self) -> str:
+        return f"Bulk({int(self)}, remaining={self.remaining})"
+
+    def __str__(self) -> str:  # formats as the number it is
+        return str(int(self))
+
+
+def decode_bulk(reply: Any) -> Bulk:
+    acted, remaining = _raise_if_error(reply)
+    return Bulk(int(acted), int(remaining))
+
+
+def decode_stats(reply: Any) -> Stats:
+    return Stats(*(int(c) for c in _raise_if_error(reply)))
+
+
+def decode_views(flat: Any) -> list[JobView]:
+    flat = _raise_if_error(flat)
+    views = []
+    for i in range(0, len(flat), 3):
+        fields = flat[i + 2]
+        row = {text(fields[j]): fields[j + 1] for j in range(0, len(fields), 2)}
+        views.append(JobView(id=text(flat[i]), score=float(flat[i + 1]), row=row))
+    return views
