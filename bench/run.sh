@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The EchoMQ benchmark, one command: bash bench/run.sh [--quick|--full] [--only=echomq]
+# The EchoMQ benchmark, one command: bash bench/run.sh [--quick|--full] [--only=echomq] [--check]
 # Prepares everything it needs (project venv, redis-benchmark, one venv per peer under
 # bench/.peers/ pinned by bench/peers.txt), then runs bench/bench.py, bench/clients.py
 # and bench/report.py. Output: docs/benchmarks/{README.md,results.json,*.png}.
@@ -28,9 +28,11 @@ grep -v '^#' "$root/bench/peers.txt" | while IFS='|' read -r name reqs; do
     fi
 done
 cd "$root"
-.venv/bin/python bench/bench.py "$mode" "${@:2}"
+.venv/bin/python bench/bench.py "$mode" $(printf '%s\n' "${@:2}" | grep -v '^--check$' || true)
 # --only=<system> (e.g. --only=echomq): that system's figures only, printed and kept in
 # bench/.peers/results.partial.json; the committed report needs every system in one run.
 case " ${*:2} " in *" --only="*) exit 0;; esac
 "$peers/bench/bin/python" bench/clients.py "$mode"
 "$peers/bench/bin/python" bench/report.py
+# --check: exit 1 when a target of issue 15 is missed (bench/targets.py on the run's results).
+case " ${*:2} " in *" --check "*) .venv/bin/python bench/targets.py;; esac

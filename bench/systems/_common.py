@@ -20,10 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from _noise import Window
 
 # Workers get the URL in BENCH_URL (their argv belongs to their CLI); drivers in argv[3].
 URL = os.environ.get("BENCH_URL") or (sys.argv[3] if len(sys.argv) > 3 else "redis://127.0.0.1:6379")
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Every system's job carries the same 64-byte payload (issue 15: "64-byte payload").
+PAYLOAD = "x" * 64
+PAYLOAD_BYTES = PAYLOAD.encode()
 raw = redis.Redis.from_url(URL)
 
 
@@ -42,6 +46,7 @@ class Phase:
 
     def __enter__(self) -> Phase:
         self.s0, self.c0, self.k0 = server_cpu(), time.process_time(), children_cpu()
+        self.window = Window()
         self.t0 = time.perf_counter()
         return self
 
@@ -49,10 +54,12 @@ class Phase:
         self.seconds = time.perf_counter() - self.t0
         self.client_cpu = time.process_time() - self.c0 + children_cpu() - self.k0
         self.server_cpu = server_cpu() - self.s0
+        self.noise = self.window.end(self.client_cpu + self.server_cpu)
 
     def result(self, n: int, **extra: Any) -> dict[str, Any]:
         return {"n": n, "seconds": self.seconds, "rate": n / self.seconds,
-                "server_us": self.server_cpu / n * 1e6, "client_us": self.client_cpu / n * 1e6, **extra}
+                "server_us": self.server_cpu / n * 1e6, "client_us": self.client_cpu / n * 1e6,
+                "noise": self.noise, **extra}
 
 
 def worker(cmd: list[str]) -> subprocess.Popen[bytes]:
@@ -77,13 +84,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def drain(n: int, backlog: Callable[[], int], start: Callable[[], subprocess.Popen[bytes] | None],
-          finish: Callable[[Any], None], timeout: float = 180) -> dict[str, Any]:
+          finish: Callable[[Any], None], timeout: float = 150) -> dict[str, Any]:
     """Time a worker from its first taken job until the backlog is empty.
 
     The rate counts from the first observed drop, so worker start-up time is excluded.
     CPU: the worker's (a process: its rusage once stopped) and the server's, over the drain.
     """
     s0, k0, c0 = server_cpu(), children_cpu(), time.process_time()
+    window = Window()
     handle = start()
     deadline = time.monotonic() + timeout
     left = backlog()
@@ -96,12 +104,18 @@ def drain(n: int, backlog: Callable[[], int], start: Callable[[], subprocess.Pop
         left = backlog()
     t1 = time.perf_counter()
     s1 = server_cpu()
-    finish(handle)
+    if left > 0:
+        stop(handle)  # timed out: the rate counts what it drained; never wait on a burst worker
+    else:
+        finish(handle)
     cpu = children_cpu() - k0 + time.process_time() - c0
     done = n - left
+    # The window runs from the worker's start to its reaping, so it includes its start-up;
+    # the server's CPU is read to the end of the drain (it idles after).
+    noise = window.end(cpu + (server_cpu() - s0))
     return {"n": n, "seconds": t1 - t0, "rate": (first - left) / max(t1 - t0, 1e-9),
             "server_us": (s1 - s0) / max(done, 1) * 1e6, "client_us": cpu / max(done, 1) * 1e6,
-            "left": left}
+            "left": left, "noise": noise}
 
 
 def latency_stats(samples: list[float]) -> dict[str, Any]:
@@ -110,6 +124,35 @@ def latency_stats(samples: list[float]) -> dict[str, Any]:
         return {"n": 0}
     pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3  # noqa: E731
     return {"n": len(xs), "p50_ms": pick(0.50), "p99_ms": pick(0.99), "max_ms": xs[-1] * 1e3}
+
+
+class Sampling:
+    """The noise over a latency run: from before the worker starts to after it is reaped."""
+
+    def __enter__(self) -> Sampling:
+        self.s0, self.k0, self.c0 = server_cpu(), children_cpu(), time.process_time()
+        self.window = Window()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ours = server_cpu() - self.s0 + children_cpu() - self.k0 + time.process_time() - self.c0
+        self.noise = self.window.end(ours)
+
+
+def latency_run(n: int, send: Callable[[], Any], start: Callable[[], subprocess.Popen[bytes]],
+                warm_s: float, tail_s: float, sleep: Callable[[float], Any] = time.sleep) -> dict[str, Any]:
+    """Start the worker, wait ``warm_s``, send ``n`` jobs 10 ms apart, wait ``tail_s``, stop it.
+
+    Blocking drivers only (async drivers have their own loop, same steps)."""
+    with Sampling() as s:
+        w = start()
+        sleep(warm_s)
+        for _ in range(n):
+            send()
+            sleep(0.01)
+        sleep(tail_s)
+        stop(w)
+    return latency_stats(collect_latency()) | {"noise": s.noise}
 
 
 def collect_latency(key: str = "bench:lat") -> list[float]:
@@ -122,3 +165,9 @@ def emit(result: dict[str, Any]) -> None:
 
 def op_n() -> tuple[str, int]:
     return sys.argv[1], int(sys.argv[2])
+
+
+def memory_result(n: int, m0: int) -> dict[str, Any]:
+    """Server memory per queued job: the used_memory delta over ``n`` jobs."""
+    time.sleep(0.2)  # let the server release its client buffers before reading
+    return {"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n}

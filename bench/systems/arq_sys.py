@@ -9,7 +9,21 @@ import sys
 import time
 from typing import Any
 
-from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from _common import (
+    PAYLOAD,
+    URL,
+    Phase,
+    Sampling,
+    collect_latency,
+    drain,
+    emit,
+    latency_stats,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
 from arq import create_pool
 from arq.connections import RedisSettings
 
@@ -18,7 +32,7 @@ API = {"single": "ArqRedis.enqueue_job", "bulk": "asyncio.gather(enqueue_job) in
 BIN = os.path.dirname(sys.executable)
 
 
-async def noop(ctx: Any, i: int) -> None:
+async def noop(ctx: Any, p: str) -> None:
     pass
 
 
@@ -37,12 +51,12 @@ async def main() -> None:
 
     async def bulk() -> None:
         for s in range(0, n, 1000):
-            await asyncio.gather(*(pool.enqueue_job("noop", i) for i in range(s, min(n, s + 1000))))
+            await asyncio.gather(*(pool.enqueue_job("noop", PAYLOAD) for _ in range(s, min(n, s + 1000))))
 
     if op == "single":
         with Phase() as ph:
-            for i in range(n):
-                await pool.enqueue_job("noop", i)
+            for _ in range(n):
+                await pool.enqueue_job("noop", PAYLOAD)
         emit(ph.result(n, api=API["single"]))
     elif op in ("bulk", "memory", "drain"):
         m0 = raw.info("memory")["used_memory"]
@@ -51,7 +65,7 @@ async def main() -> None:
         if op == "bulk":
             emit(ph.result(n, api=API["bulk"]))
         elif op == "memory":
-            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+            emit(memory_result(n, m0))
         else:
             def finish(p: subprocess.Popen[bytes]) -> None:
                 p.wait(600)
@@ -61,14 +75,15 @@ async def main() -> None:
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        w = worker([f"{BIN}/arq", "arq_sys.WorkerSettings"])
-        await asyncio.sleep(2)
-        for _ in range(n):
-            await pool.enqueue_job("lat", time.time())
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(1.5)
-        stop(w)
-        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+        with Sampling() as s:
+            w = worker([f"{BIN}/arq", "arq_sys.WorkerSettings"])
+            await asyncio.sleep(2)
+            for _ in range(n):
+                await pool.enqueue_job("lat", time.time())
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(1.5)
+            stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"], "noise": s.noise})
     await pool.aclose()
 
 

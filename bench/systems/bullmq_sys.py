@@ -8,7 +8,21 @@ import sys
 import time
 from typing import Any
 
-from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from _common import (
+    PAYLOAD,
+    URL,
+    Phase,
+    Sampling,
+    collect_latency,
+    drain,
+    emit,
+    latency_stats,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
 from bullmq import Queue, Worker
 
 API = {"single": "Queue.add", "bulk": "Queue.addBulk (chunks of 1000)",
@@ -35,18 +49,19 @@ async def main() -> None:
     q = Queue("bench", {"connection": URL})
     if op == "single":
         with Phase() as ph:
-            for i in range(n):
-                await q.add("noop", {"i": i})
+            for _ in range(n):
+                await q.add("noop", {"p": PAYLOAD})
         emit(ph.result(n, api=API["single"]))
     elif op in ("bulk", "memory", "drain"):
         m0 = raw.info("memory")["used_memory"]
         with Phase() as ph:
             for s in range(0, n, 1000):
-                await q.addBulk([{"name": "noop", "data": {"i": i}} for i in range(s, min(n, s + 1000))])
+                await q.addBulk([{"name": "noop", "data": {"p": PAYLOAD}}
+                                 for _ in range(s, min(n, s + 1000))])
         if op == "bulk":
             emit(ph.result(n, api=API["bulk"]))
         elif op == "memory":
-            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+            emit(memory_result(n, m0))
         else:
             r = drain(n, lambda: int(raw.llen("bull:bench:wait")) + int(raw.llen("bull:bench:active")),
                       lambda: worker([sys.executable, __file__, "worker", "0", URL]), stop)
@@ -54,14 +69,15 @@ async def main() -> None:
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        w = worker([sys.executable, __file__, "worker", "0", URL])
-        await asyncio.sleep(2)
-        for _ in range(n):
-            await q.add("lat", {"t": time.time()})
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(1.5)
-        stop(w)
-        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+        with Sampling() as s:
+            w = worker([sys.executable, __file__, "worker", "0", URL])
+            await asyncio.sleep(2)
+            for _ in range(n):
+                await q.add("lat", {"t": time.time()})
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(1.5)
+            stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"], "noise": s.noise})
     await q.close()
 
 

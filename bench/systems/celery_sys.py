@@ -6,7 +6,21 @@ import os
 import sys
 import time
 
-from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from _common import (
+    PAYLOAD,
+    URL,
+    Phase,
+    Sampling,
+    collect_latency,
+    drain,
+    emit,
+    latency_stats,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
 from celery import Celery, group
 
 API = {"single": "task.delay", "bulk": "group(signatures).apply_async() in chunks of 1000",
@@ -17,7 +31,7 @@ app.conf.task_default_queue = "bench"
 
 
 @app.task
-def noop(i: int) -> None:
+def noop(p: str) -> None:
     pass
 
 
@@ -34,32 +48,33 @@ def main() -> None:
     raw.delete("bench")
     if op == "single":
         with Phase() as ph:
-            for i in range(n):
-                noop.delay(i)
+            for _ in range(n):
+                noop.delay(PAYLOAD)
         emit(ph.result(n, api=API["single"]))
     elif op in ("bulk", "memory", "drain"):
         m0 = raw.info("memory")["used_memory"]
         with Phase() as ph:
             for s in range(0, n, 1000):
-                group(noop.s(i) for i in range(s, min(n, s + 1000))).apply_async()
+                group(noop.s(PAYLOAD) for _ in range(s, min(n, s + 1000))).apply_async()
         if op == "bulk":
             emit(ph.result(n, api=API["bulk"]))
         elif op == "memory":
-            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+            emit(memory_result(n, m0))
         else:
             r = drain(n, lambda: int(raw.llen("bench")) + int(raw.hlen("unacked")), lambda: worker(cmd), stop)
             r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        w = worker(cmd)
-        time.sleep(3)
-        for _ in range(n):
-            lat.delay(time.time())
-            time.sleep(0.01)
-        time.sleep(1.5)
-        stop(w)
-        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+        with Sampling() as s:
+            w = worker(cmd)
+            time.sleep(3)
+            for _ in range(n):
+                lat.delay(time.time())
+                time.sleep(0.01)
+            time.sleep(1.5)
+            stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"], "noise": s.noise})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""EchoMQ driver: enqueue (single), enqueue_many (bulk), a Consumer process with defaults."""
+"""EchoMQ driver. Every id is minted inside the timed window, every job carries 64 bytes.
+
+ops: single (AsyncQueue.enqueue), bulk (one enqueue_many call), bulk_seq (sequential
+enqueue_many calls of 1,000), producer (Producer.put one by one), ids (client CPU per id
+minted), drain (a Consumer process with defaults), latency (idle admission to handler),
+memory (used_memory per queued job, with MEMORY USAGE of a row and of the pending set).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,30 @@ import asyncio
 import sys
 import time
 
-from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from _common import (
+    PAYLOAD_BYTES,
+    URL,
+    Phase,
+    Sampling,
+    collect_latency,
+    drain,
+    emit,
+    latency_stats,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
 
-from echomq import AsyncConnector, AsyncQueue, generate
+from echomq import AsyncConnector, AsyncQueue, Producer, Verdict, generate, generate_many
 from echomq.consumer import Consumer
 
 Q = "bench"
-API = {"single": "AsyncQueue.enqueue", "bulk": "AsyncQueue.enqueue_many",
+API = {"single": "AsyncQueue.enqueue", "bulk": "AsyncQueue.enqueue_many (one call, generate_many ids)",
+       "bulk_seq": "AsyncQueue.enqueue_many, sequential calls of 1,000 (generate_many per call)",
+       "producer": "Producer.put one by one (generate per id; default flush 1,000, 2 in flight)",
        "worker": "Consumer (defaults: concurrency 32, beat 100 ms)"}
-
-
-def pairs(n: int) -> list[tuple[str, bytes]]:
-    return [(generate("JOB"), b"%d" % i) for i in range(n)]
 
 
 async def run_worker(lat: bool) -> None:
@@ -31,49 +49,97 @@ async def run_worker(lat: bool) -> None:
     await consumer.run()
 
 
+def ok(verdicts: list[object], n: int) -> None:
+    if sum(v is Verdict.ENQUEUED for v in verdicts) != n:
+        raise SystemExit(f"expected {n} ENQUEUED verdicts")
+
+
+async def fill(q: AsyncQueue, n: int) -> None:
+    ok(await q.enqueue_many([(i, PAYLOAD_BYTES) for i in generate_many("JOB", n)]), n)
+
+
+def ids_cpu(n: int) -> dict[str, float]:
+    """Client CPU per id: generate() in a loop and generate_many in batches of 1,000."""
+    c0 = time.process_time()
+    for _ in range(n):
+        generate("JOB")
+    one = (time.process_time() - c0) / n * 1e6
+    c0 = time.process_time()
+    for _ in range(0, n, 1000):
+        generate_many("JOB", 1000)
+    many = (time.process_time() - c0) / n * 1e6
+    return {"n": n, "generate_us": one, "generate_many_us": many}
+
+
 async def main() -> None:
     op, n = op_n()
     if op in ("worker", "worker-lat"):
         await run_worker(op == "worker-lat")
         return
+    if op == "ids":
+        emit(ids_cpu(n))
+        return
     c = AsyncConnector.from_url(URL)
     q = AsyncQueue(c, Q)
-    await q.enqueue_many(pairs(10))  # warm: fence, script cache, connections
+    await q.enqueue_many([(generate("JOB"), b"warm") for _ in range(10)])  # fence, scripts, connections
     raw.delete(*raw.keys("emq:*"))
     if op == "single":
-        items = pairs(n)
         with Phase() as ph:
-            for i, p in items:
-                await q.enqueue(i, p)
+            for _ in range(n):
+                await q.enqueue(generate("JOB"), PAYLOAD_BYTES)
         emit(ph.result(n, api=API["single"]))
     elif op == "bulk":
-        items = pairs(n)
         with Phase() as ph:
-            await q.enqueue_many(items)
+            verdicts = await q.enqueue_many([(i, PAYLOAD_BYTES) for i in generate_many("JOB", n)])
+        ok(verdicts, n)
         emit(ph.result(n, api=API["bulk"]))
+    elif op == "bulk_seq":
+        got = 0
+        with Phase() as ph:
+            for s in range(0, n, 1000):
+                ids = generate_many("JOB", min(1000, n - s))
+                vs = await q.enqueue_many([(i, PAYLOAD_BYTES) for i in ids])
+                got += sum(v is Verdict.ENQUEUED for v in vs)
+        if got != n:
+            raise SystemExit(f"expected {n} ENQUEUED verdicts, got {got}")
+        emit(ph.result(n, api=API["bulk_seq"]))
+    elif op == "producer":
+        futures = []
+        with Phase() as ph:
+            async with Producer(q) as producer:
+                for _ in range(n):
+                    futures.append(await producer.put(generate("JOB"), PAYLOAD_BYTES))
+        ok([f.result() for f in futures], n)
+        emit(ph.result(n, api=API["producer"]))
     elif op == "memory":
-        items = pairs(n)
         m0 = raw.info("memory")["used_memory"]
-        await q.enqueue_many(items)
-        emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+        await fill(q, n)
+        r = memory_result(n, m0)
+        first = raw.zrange(f"emq:{{{Q}}}:pending", 0, 0)[0].decode()
+        row_key, pend_key = f"emq:{{{Q}}}:job:{first}", f"emq:{{{Q}}}:pending"
+        r.update(row_bytes=raw.memory_usage(row_key, samples=0),
+                 pending_bytes_per_job=raw.memory_usage(pend_key, samples=0) / n,
+                 row_encoding=raw.object("encoding", row_key).decode(),
+                 pending_encoding=raw.object("encoding", pend_key).decode())
+        emit(r)
     elif op == "drain":
-        items = pairs(n)
-        with Phase() as fill:
-            await q.enqueue_many(items)
+        with Phase() as ph:
+            await fill(q, n)
         r = drain(n, lambda: int(raw.zcard(f"emq:{{{Q}}}:pending")) + int(raw.zcard(f"emq:{{{Q}}}:active")),
                   lambda: worker([sys.executable, __file__, "worker", "0", URL]), stop)
-        r.update(api=API["worker"], fill_server_us=fill.server_cpu / n * 1e6,
-                 life_server_us=fill.server_cpu / n * 1e6 + r["server_us"])
+        r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+                 life_server_us=ph.server_cpu / n * 1e6 + r["server_us"], fill_noise=ph.noise)
         emit(r)
     elif op == "latency":
-        w = worker([sys.executable, __file__, "worker-lat", "0", URL])
-        await asyncio.sleep(1.5)
-        for _ in range(n):
-            await q.enqueue(generate("JOB"), repr(time.time()).encode())
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.5)
-        stop(w)
-        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+        with Sampling() as s:
+            w = worker([sys.executable, __file__, "worker-lat", "0", URL])
+            await asyncio.sleep(1.5)
+            for _ in range(n):
+                await q.enqueue(generate("JOB"), repr(time.time()).encode())
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)
+            stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"], "noise": s.noise})
     await c.aclose()
 
 

@@ -7,14 +7,28 @@ import sys
 import time
 from typing import Any
 
-from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
+from _common import (
+    PAYLOAD,
+    URL,
+    Phase,
+    Sampling,
+    collect_latency,
+    drain,
+    emit,
+    latency_stats,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
 from saq import Queue, Worker
 
 API = {"single": "Queue.enqueue", "bulk": "asyncio.gather(Queue.enqueue) in chunks of 1000",
        "worker": "Worker (defaults: concurrency 10), burst=True, dequeue_timeout=1"}
 
 
-async def noop(ctx: Any, *, i: int) -> None:
+async def noop(ctx: Any, *, p: str) -> None:
     pass
 
 
@@ -32,18 +46,18 @@ async def main() -> None:
         return
     if op == "single":
         with Phase() as ph:
-            for i in range(n):
-                await q.enqueue("noop", i=i)
+            for _ in range(n):
+                await q.enqueue("noop", p=PAYLOAD)
         emit(ph.result(n, api=API["single"]))
     elif op in ("bulk", "memory", "drain"):
         m0 = raw.info("memory")["used_memory"]
         with Phase() as ph:
             for s in range(0, n, 1000):
-                await asyncio.gather(*(q.enqueue("noop", i=i) for i in range(s, min(n, s + 1000))))
+                await asyncio.gather(*(q.enqueue("noop", p=PAYLOAD) for _ in range(s, min(n, s + 1000))))
         if op == "bulk":
             emit(ph.result(n, api=API["bulk"]))
         elif op == "memory":
-            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+            emit(memory_result(n, m0))
         else:
             def finish(p: Any) -> None:
                 p.wait(600)
@@ -53,14 +67,15 @@ async def main() -> None:
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        w = worker([sys.executable, __file__, "worker", "0", URL])
-        await asyncio.sleep(2)
-        for _ in range(n):
-            await q.enqueue("lat", t=time.time())
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(1.5)
-        stop(w)
-        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+        with Sampling() as s:
+            w = worker([sys.executable, __file__, "worker", "0", URL])
+            await asyncio.sleep(2)
+            for _ in range(n):
+                await q.enqueue("lat", t=time.time())
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(1.5)
+            stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"], "noise": s.noise})
     await q.disconnect()
 
 

@@ -1,5 +1,6 @@
-"""taskiq + taskiq-redis driver: ListQueueBroker, task.kiq; no bulk API (gather of kiq);
-`taskiq worker --workers 1`."""
+"""taskiq + taskiq-redis driver, both brokers: ListQueueBroker (BENCH_TASKIQ=list) and
+RedisStreamBroker (BENCH_TASKIQ=stream, acknowledged consumer groups). task.kiq; no bulk
+API (asyncio.gather of kiq in chunks of 1000); `taskiq worker --workers 1`."""
 
 from __future__ import annotations
 
@@ -8,17 +9,35 @@ import os
 import sys
 import time
 
-from _common import URL, Phase, collect_latency, drain, emit, latency_stats, op_n, raw, stop, worker
-from taskiq_redis import ListQueueBroker
+from _common import (
+    PAYLOAD,
+    URL,
+    Phase,
+    Sampling,
+    collect_latency,
+    drain,
+    emit,
+    latency_stats,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
+from taskiq_redis import ListQueueBroker, RedisStreamBroker
 
-API = {"single": "task.kiq (ListQueueBroker)", "bulk": "asyncio.gather(task.kiq) in chunks of 1000",
-       "worker": "taskiq worker --workers 1 (defaults otherwise)"}
+KIND = os.environ.get("BENCH_TASKIQ", "list")
+NAME = {"list": "ListQueueBroker", "stream": "RedisStreamBroker"}[KIND]
+API = {"single": f"task.kiq ({NAME})", "bulk": f"asyncio.gather(task.kiq) in chunks of 1000 ({NAME})",
+       "worker": f"taskiq worker --workers 1 ({NAME}, defaults otherwise)"}
 BIN = os.path.dirname(sys.executable)
-broker = ListQueueBroker(os.environ.get("BENCH_URL", URL), queue_name="bench")
+_url = os.environ.get("BENCH_URL", URL)
+broker = (ListQueueBroker(_url, queue_name="bench") if KIND == "list"
+          else RedisStreamBroker(_url, queue_name="bench"))
 
 
 @broker.task
-async def noop(i: int) -> None:
+async def noop(p: str) -> None:
     pass
 
 
@@ -27,39 +46,53 @@ async def lat(t: float) -> None:
     raw.rpush("bench:lat", time.time() - t)
 
 
+def backlog() -> int:
+    if KIND == "list":
+        return int(raw.llen("bench"))
+    # Stream: entries not yet delivered to the group plus delivered but unacknowledged.
+    groups = raw.xinfo_groups("bench") if raw.exists("bench") else []
+    if not groups:
+        return int(raw.xlen("bench")) if raw.exists("bench") else 0
+    g = groups[0]
+    lag = g.get("lag")
+    if lag is None:
+        lag = int(raw.xlen("bench"))
+    return int(lag) + int(g.get("pending", 0))
+
+
 async def main() -> None:
     op, n = op_n()
     await broker.startup()
+    cmd = [f"{BIN}/taskiq", "worker", "taskiq_sys:broker", "--workers", "1"]
     if op == "single":
         with Phase() as ph:
-            for i in range(n):
-                await noop.kiq(i)
+            for _ in range(n):
+                await noop.kiq(PAYLOAD)
         emit(ph.result(n, api=API["single"]))
     elif op in ("bulk", "memory", "drain"):
         m0 = raw.info("memory")["used_memory"]
         with Phase() as ph:
             for s in range(0, n, 1000):
-                await asyncio.gather(*(noop.kiq(i) for i in range(s, min(n, s + 1000))))
+                await asyncio.gather(*(noop.kiq(PAYLOAD) for _ in range(s, min(n, s + 1000))))
         if op == "bulk":
             emit(ph.result(n, api=API["bulk"]))
         elif op == "memory":
-            emit({"n": n, "bytes_per_job": (raw.info("memory")["used_memory"] - m0) / n})
+            emit(memory_result(n, m0))
         else:
-            r = drain(n, lambda: int(raw.llen("bench")),
-                      lambda: worker([f"{BIN}/taskiq", "worker", "taskiq_sys:broker", "--workers", "1"]),
-                      stop)
+            r = drain(n, backlog, lambda: worker(cmd), stop)
             r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        w = worker([f"{BIN}/taskiq", "worker", "taskiq_sys:broker", "--workers", "1"])
-        await asyncio.sleep(3)
-        for _ in range(n):
-            await lat.kiq(time.time())
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(1.5)
-        stop(w)
-        emit(latency_stats(collect_latency()) | {"api": API["worker"]})
+        with Sampling() as s:
+            w = worker(cmd)
+            await asyncio.sleep(3)
+            for _ in range(n):
+                await lat.kiq(time.time())
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(1.5)
+            stop(w)
+        emit(latency_stats(collect_latency()) | {"api": API["worker"], "noise": s.noise})
     await broker.shutdown()
 
 

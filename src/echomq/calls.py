@@ -77,11 +77,11 @@ def layout(name: str, keys: Sequence[str], argv: Sequence[str]) -> Script:
     return script
 
 
-_ENQUEUE = layout("enqueue", ("job", "pending", "wake", "meta"), ("id", "payload"))
+_ENQUEUE = layout("enqueue", ("job", "pending", "wake", "meta", "parked", "active"), ("id", "payload"))
 
 
 def enqueue(k: QueueKeys, job_id: str, payload: bytes) -> Call:
-    return Call(_ENQUEUE, [k.job(job_id), k.pending, k.wake, k.meta], [job_id, payload])
+    return Call(_ENQUEUE, [k.job(job_id), k.pending, k.wake, k.meta, k.parked, k.active], [job_id, payload])
 
 
 _ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),

@@ -17,7 +17,13 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 * A heartbeat that finds the lease lost cancels the handler and discards its
   outcome: a worker that lost its lease never finishes the job.
 * Idle, the consumer waits on the queue's wake channel (``SSUBSCRIBE``), so a new
-  job starts about one round trip after admission, not a poll later.
+  job starts about one round trip after admission, not a poll later. With
+  ``handoff`` (the default) it also parks on the server: the next admission into the
+  empty queue leases the job to it in the same step and the wake message carries the
+  lease, so the handler starts with no round trip in between (:mod:`echomq.parking`,
+  docs/decisions/0018-hand-off.md). A handed-off job is an ordinary lease (heartbeat,
+  fenced finish, reaped if the consumer dies); one may arrive while the consumer
+  claims, so at most one job beyond ``concurrency`` runs.
 * Every beat one consumer of the queue (a ``SET NX PX`` token) runs promote and
   reap, and now and then retention: no separate scheduler process
   (:mod:`echomq.upkeep_duty`).
@@ -63,6 +69,7 @@ from echomq.failures import failure_text
 from echomq.lease_table import LeaseTable
 from echomq.model import Completion, Lease, RetryOutcome
 from echomq.outcomes import Ack, Backoff, Defer, Outcome
+from echomq.parking import Parking
 from echomq.replies import Episodes, Kind, classify
 from echomq.upkeep_duty import UpkeepDuty
 
@@ -104,6 +111,7 @@ class Consumer:
         self._leases = LeaseTable()
         self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
+        self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms)
         self._threads: HandlerThreads | None = None
         self._stopping = asyncio.Event()
         self._hurry = False
@@ -136,6 +144,8 @@ class Consumer:
                 self._acks.pumping = False
                 if self._acks:
                     self._acks.flush_soon()
+            await self._parking.withdraw()
+            self._start(self._parking.take())  # leased to us before the withdrawal: run them
             await self._drain()
         finally:
             if self._threads is not None:
@@ -167,8 +177,12 @@ class Consumer:
         cands: list[bytes] = []
         fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
         while not self._stopping.is_set():
+            self._start(self._parking.take())
             free = o.concurrency - len(self._leases) + len(self._acks)
             if not self._acks and (free <= 0 or (fresh and not cands)):
+                if free > 0 and o.handoff and not await self._parking.park(self._refused):
+                    fresh = False  # pending has work after all: claim it
+                    continue
                 self._kick.clear()
                 await self._wait(self._kick, o.beat_ms / 1000)
                 fresh = False  # woken or polled: look at pending again
@@ -184,10 +198,19 @@ class Consumer:
             acks = self._acks.take()
             count = max(free, 0) if cands else 0
             tried = cands if count else None
+            # Nothing to claim and a slot free: park in this flush (it parks only if pending
+            # is empty), so going idle costs no round trip of its own (decision 0018).
+            park = o.handoff and not cands and free > 0 and not self._parking.recent()
             try:
-                done, leases, cands = await q.settle(
-                    [(x, r) for x, r, _ in acks], count=count, lease_ms=o.lease_ms,
-                    candidates=cands, window=window)
+                finished = [(x, r) for x, r, _ in acks]
+                if park:  # (a parking flush claims nothing: it is sent only without candidates)
+                    done, leases, cands, parked = await q._settle_parking(
+                        finished, count=count, lease_ms=o.lease_ms, candidates=cands,
+                        window=window, park=self._parking.token, park_ttl_ms=self._parking.ttl_ms)
+                    self._parking.mark(parked)
+                else:
+                    done, leases, cands = await q.settle(
+                        finished, count=count, lease_ms=o.lease_ms, candidates=cands, window=window)
                 fresh = True
                 self._episodes.answered()
                 self._fenced.set()
@@ -198,11 +221,7 @@ class Consumer:
                     raise
                 continue
             self._acks.resolve(acks, done)
-            self.stats.claimed += len(leases)
-            for lease in leases:
-                task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
-                self._leases.add(task, lease)
-                task.add_done_callback(self._done)
+            self._start(leases, claimed=True)
             if tried is not None and not leases and cands == tried:
                 # Nothing claimable moved (e.g. every candidate waits on a busy serial lane):
                 # idle until a job finishes, a wake-up or the beat, as a poll would.
@@ -210,6 +229,16 @@ class Consumer:
                 await self._wait(self._kick, o.beat_ms / 1000)
                 fresh = False
             await asyncio.sleep(0)  # let the acked tasks finish (their slots free up)
+
+    def _start(self, leases: list[Lease], *, claimed: bool = False) -> None:
+        """Run leased jobs: claimed ones, or handed off by an admission (counted in both)."""
+        self.stats.claimed += len(leases)
+        if not claimed:
+            self.stats.handed_off += len(leases)
+        for lease in leases:
+            task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
+            self._leases.add(task, lease)
+            task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._leases.remove(task)
@@ -266,7 +295,8 @@ class Consumer:
         for task, _ in late:
             task.cancel()
         await asyncio.gather(*(t for t, _ in late), return_exceptions=True)
-        await self._hand_back([lease for _, lease in late])
+        # Hand-offs that arrived after the withdrawal never started: back to pending too.
+        await self._hand_back([lease for _, lease in late] + self._parking.take())
 
     async def _hand_back(self, leases: list[Lease]) -> None:
         """Return unfinished jobs to pending now, fenced by their attempt, no failure counted
@@ -396,7 +426,11 @@ class Consumer:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if msg is not None:
                         data = msg.get("data")
-                        if isinstance(data, bytes) and data.startswith(b"JOB") and len(self._hints) < 64:
+                        mine = self._parking.message(data) if isinstance(data, bytes) else None
+                        if mine is False:
+                            continue  # another consumer's hand-off: pending is still empty
+                        if mine is None and isinstance(data, bytes) and data.startswith(b"JOB") \
+                                and len(self._hints) < 64:
                             self._hints.append(data)
                         self._kick.set()
             except asyncio.CancelledError:

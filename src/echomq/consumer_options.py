@@ -41,6 +41,8 @@ class ConsumerOptions:
     trim_every: int = 50  # beats between retention passes
     # Run even if the server's maxmemory-policy could evict jobs (echomq.eviction).
     allow_eviction: bool = False
+    # Park when idle so admission hands the next job over in its own step (decision 0018).
+    handoff: bool = True
 
     def __post_init__(self) -> None:
         check_int("beat_ms", self.beat_ms, 1, MAX_BEAT_MS)
@@ -64,6 +66,7 @@ class ConsumerStats:
     stale: int = 0  # finishes refused by the fence
     errors: int = 0  # transient server errors ridden out
     handed_back: int = 0  # in flight at the end of the grace period: pending again at once
+    handed_off: int = 0  # of ``claimed``: leased to this consumer by an admission while parked
     reaped: int = 0  # expired leases this consumer's upkeep re-exposed (requeued or dead)
     episodes: int = 0  # episodes of back-pressure or transient refusals (echomq.replies)
     refusals: dict[str, int] = field(default_factory=dict)  # episodes by reply code (OOM, BUSY)

@@ -109,13 +109,14 @@ class QueueKeys:
     inflight: str
     wake: str
     maint: str
+    parked: str
     job_prefix: str
 
     @classmethod
     def of(cls, name: str) -> QueueKeys:
         check_queue(name)
         k = {t: queue_key(name, t) for t in
-             (*STATES, "lanes", "meta", "inflight", "wake", "maint")}
+             (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked")}
         return cls(name=name, job_prefix=queue_key(name, "job:"), **k)
 
     def job(self, job_id: object) -> str:
@@ -131,4 +132,4 @@ class QueueKeys:
 
     def as_dict(self) -> dict[str, str]:
         return {t: getattr(self, t) for t in
-                (*STATES, "lanes", "meta", "inflight", "wake", "maint")}
+                (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked")}

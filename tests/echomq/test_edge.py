@@ -85,6 +85,9 @@ BAD: dict[str, list[Case]] = {
                 lambda q, x: q.requeue(x.id)],
     "purge": [lambda q, x: q.purge("pending", [x.id]), lambda q, x: q.purge("dead", ["nope"])],
     "cancel": [lambda q, x: q.cancel([]), lambda q, x: q.cancel([x.id] * 1001)],
+    "park": [lambda q, x: q.park("a|b", lease_ms=10, ttl_ms=10),
+             lambda q, x: q.park("t", lease_ms=0, ttl_ms=10),
+             lambda q, x: q.park("t", lease_ms=10, ttl_ms=-1)],
     "peek": [lambda q, x: q.peek("nope", 1), lambda q, x: q.peek("pending", -1),
              lambda q, x: q.peek("pending", 10**6), lambda q, x: q.peek("pending", 1, start=-1)],
     # enqueue_many/admit_many report bad items in place (asserted below); no argument-less
@@ -115,6 +118,7 @@ GOOD: dict[str, Case] = {
     "requeue": lambda q, x: q.requeue([x.id]),
     "purge": lambda q, x: q.purge("dead", [x.id]),
     "cancel": lambda q, x: q.cancel([x.id]),
+    "park": lambda q, x: q.park("t1", lease_ms=100, ttl_ms=100),
     "fence": lambda q, x: q.fence(),
     "pending_size": lambda q, x: q.pending_size(),
     "promote": lambda q, x: q.promote(),
@@ -129,7 +133,8 @@ GOOD: dict[str, Case] = {
 def _conn_cases(kind: str) -> dict[str, Case]:
     """Connector methods with good arguments (a dead server answers ServerUnavailable)."""
     enq = load("enqueue")
-    k = ["emq:{d}:job:JOB01", "emq:{d}:pending", "emq:{d}:wake", "emq:{d}:meta"]
+    k = ["emq:{d}:job:JOB01", "emq:{d}:pending", "emq:{d}:wake", "emq:{d}:meta", "emq:{d}:parked",
+         "emq:{d}:active"]
     cases: dict[str, Case] = {
         "command": lambda c, x: c.command("PING"),
         "eval": lambda c, x: c.eval(enq, k, ["JOB01", b"x"]),

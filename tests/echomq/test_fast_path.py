@@ -194,7 +194,10 @@ async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQue
     async def handler(lease: Lease) -> None:
         started.set()
 
-    consumer = Consumer(queue, handler, options=ConsumerOptions(beat_ms=5000, lease_ms=20_000))
+    # Without hand-off (decision 0018; tests/echomq/test_handoff.py covers it) the wake
+    # message's id is what spares the peek.
+    consumer = Consumer(queue, handler, options=ConsumerOptions(beat_ms=5000, lease_ms=20_000,
+                                                                handoff=False))
     task = asyncio.create_task(consumer.run())
     try:
         await wait_for(lambda: _true(bool(flushes)))  # idle: the first poll found pending empty

@@ -57,6 +57,7 @@ OPS: dict[str, Op] = {
     "stats": lambda q, x, d: q.stats(),
     "pending_size": lambda q, x, d: q.pending_size(),
     "fence": lambda q, x, d: q.fence(),
+    "park": lambda q, x, d: q.park("t1", lease_ms=1000, ttl_ms=1000),
     "peek": lambda q, x, d: q.peek("pending", 5),
 }
 BATCH = {  # bad news per item, in place

@@ -46,7 +46,8 @@ DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat"}  # one bounded entry per live worker: a worker stays visible at the limit
 READS = {"browse", "info", "peek", "pending_size", "row", "stats"}
-ANNOTATIONS = {"trace_attach"}  # adds a field to an existing row: deny-oom, adds no job
+ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job
+               "park"}  # one bounded registration per idle consumer (decision 0018): deny-oom
 PAYLOAD = b"x" * 1024
 
 

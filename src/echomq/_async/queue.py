@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from echomq import handoff as h
 from echomq import protocol as p
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector, WakeSubscription
@@ -298,6 +299,15 @@ class AsyncQueue:
         self, finished: Sequence[tuple[Lease, bytes]], *, count: int, lease_ms: int,
         candidates: Sequence[bytes], window: int,
     ) -> tuple[list[Completion], list[Lease], list[bytes]]:
+        """As :meth:`_settle_parking` without parking."""
+        done, leases, cands, _ = await self._settle_parking(
+            finished, count=count, lease_ms=lease_ms, candidates=candidates, window=window)
+        return done, leases, cands
+
+    async def _settle_parking(
+        self, finished: Sequence[tuple[Lease, bytes]], *, count: int, lease_ms: int,
+        candidates: Sequence[bytes], window: int, park: str | None = None, park_ttl_ms: int = 0,
+    ) -> tuple[list[Completion], list[Lease], list[bytes], bool]:
         """Complete ``finished`` attempts, claim up to ``count`` of ``candidates`` and peek
         the next ``window`` candidates, all in one flush (one round trip).
 
@@ -305,8 +315,10 @@ class AsyncQueue:
         ``claim`` script on ids peeked by an earlier flush, so it re-checks every
         candidate on the server (docs/decisions/0002) and skips those that moved; the peek
         runs after the claim, so its ids are the next candidates. ``count`` 0 or no
-        candidates: no claim; ``window`` 0: no peek. Returns (verdicts in input order,
-        leases, next candidates).
+        candidates: no claim; ``window`` 0: no peek. With ``park`` (a consumer's token) the
+        same flush also parks it for hand-off (``park`` script, ``park_ttl_ms``; it parks only
+        if pending is empty, docs/decisions/0018), so an idle consumer parks without a round
+        trip of its own. Returns (verdicts in input order, leases, next candidates, parked).
         """
         p.check_int("count", count, 0, p.MAX_COUNT)
         p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
@@ -316,13 +328,25 @@ class AsyncQueue:
         claim = bool(count and candidates)
         if claim:
             calls.append(p.claim(self.k, candidates, count=count, lease_ms=lease_ms))
+        if park is not None:
+            calls.append(h.park(self.k, park, lease_ms=lease_ms, ttl_ms=park_ttl_ms))
         # The peek is a read after the calls (sent again if a call had to be reloaded), so
         # it sees the claim: its ids are the next candidates.
         reads = [p.peek(self.k, "pending", start=0, count=window)] if window else []
         replies = await self.connector.flush(calls, reads)
         done = p.decode_completions(replies[:nb])
         leases = p.decode_leases(self.name, replies[nb]) if claim else []
-        return done, leases, p.decode_ids(replies[-1]) if window else []
+        # A refused park (e.g. OOM: it is deny-oom) only means not parked; the rest stands.
+        parked = park is not None and replies[nb + claim] == 1
+        return done, leases, p.decode_ids(replies[-1]) if window else [], parked
+
+    async def park(self, token: str, *, lease_ms: int, ttl_ms: int) -> bool:
+        """Park a consumer for hand-off on admission (``ttl_ms`` > 0), or withdraw it (0).
+
+        True when parked (or withdrawn); False when pending has work, so nothing was
+        written and the consumer should claim instead (docs/decisions/0018-hand-off.md).
+        """
+        return p.decode_count(await self._run(h.park(self.k, token, lease_ms=lease_ms, ttl_ms=ttl_ms))) == 1
 
     async def _retry(self, lease: Lease, delay_ms: int, error: str, mode: str) -> RetryOutcome:
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)

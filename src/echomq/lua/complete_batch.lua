@@ -38,11 +38,17 @@ end
 local refused = fence(KEYS[4])
 if refused then return refused end
 local now = now_ms()
+local deadlines = {} -- every lease deadline, one ZMSCORE per slice of 256 (not a ZSCORE per job)
+for s = 1, n, 256 do
+  local ids = {}
+  for i = s, math.min(s + 255, n) do ids[#ids + 1] = ARGV[3 * i - 1] end
+  for j, d in ipairs(redis.call('ZMSCORE', KEYS[1], unpack(ids))) do deadlines[s + j - 1] = d end
+end
 local out, won, seen = {}, {}, {}
 for i = 1, n do -- reads only: which attempts hold a live lease
   local id, attempt = ARGV[3 * i - 1], ARGV[3 * i]
   local row = redis.call('HMGET', KEYS[i + 4], 'state', 'attempts', 'lane')
-  local deadline = redis.call('ZSCORE', KEYS[1], id)
+  local deadline = deadlines[i]
   local live = row[1] == 'active' -- the job is running
   live = live and row[2] == attempt -- fence: this attempt holds it
   live = live and deadline ~= false -- it has a lease

@@ -1,24 +1,31 @@
 #!lua
 -- name: enqueue
--- summary: Admit one job onto the pending set (docs/protocol.md, "Admission").
---   Refuses a non-JOB id before any write and a duplicate id without writing;
---   the row and the pending entry land together or not at all. Every check (kind, the
---   shape of KEYS, the version fence) precedes the first write.
+-- summary: Admit one job (docs/protocol.md, "Admission"): the row and the pending entry
+--   land together or not at all. Refuses a non-JOB id before any write and a duplicate id
+--   without writing. Every check (kind, the shape of KEYS, the version fence) precedes the
+--   first write. When pending is empty and a consumer is parked, the job is leased to it in
+--   this same step instead (hand-off, docs/decisions/0018): the row is written active with
+--   attempt 1, the lease goes on active, and the wake message carries the lease. The
+--   verdict is the same.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score 0
 -- KEYS[3] wake: emq:{q}:wake, shard channel, told the id when pending stops being empty
 -- KEYS[4] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission)
+-- KEYS[5] parked: emq:{q}:parked, sorted set of parked consumers (park.lua)
+-- KEYS[6] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
 -- ERRORS: EMQKIND the id is not JOB-namespaced; EMQKEYS keys not this id's queue;
 --   EMQVERSION another major version; nothing written
+-- @include now
 -- @include fence
 -- @include shape
+-- @include handoff
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta'}, 2)
+local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta', 'parked', 'active'}, 2)
 if bad then return bad end
 local refused, known = fence(KEYS[4])
 if refused then return refused end
@@ -26,9 +33,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL) end
+local empty = redis.call('ZCARD', KEYS[2]) == 0
+if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2]) then
+  return 1
+end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
-if redis.call('ZCARD', KEYS[2]) == 1 then
+if empty then
   redis.call('SPUBLISH', KEYS[3], ARGV[1]) -- the id: a claim candidate for the woken
 end
 return 1
