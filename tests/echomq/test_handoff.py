@@ -201,3 +201,16 @@ async def test_nothing_is_lost_when_a_parked_consumer_dies(queue: AsyncQueue, ra
             proc.kill()
             await proc.wait()
         raw.delete(f"testlog:{{{queue.name}}}")
+
+
+async def test_no_hand_off_from_a_paused_queue(queue: AsyncQueue, raw: redis.Redis) -> None:
+    # The claim gate (pause, rate limits) must hold for the hand-off too: a job admitted to a
+    # paused queue waits in pending for the gate. Runs once the queue can be paused.
+    pause = getattr(queue, "pause", None)
+    if pause is None:
+        pytest.skip("this build has no claim gate (AsyncQueue.pause) yet")
+    await pause()
+    assert await queue.park("t1", lease_ms=30_000, ttl_ms=30_000)
+    a = jid()
+    assert await queue.enqueue(a, b"x") is Verdict.ENQUEUED
+    assert row(raw, queue, a)[b"state"] == b"pending"
