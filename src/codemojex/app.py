@@ -1,4 +1,5 @@
-"""The composition root: one ``one_for_one`` supervision tree for the game (seed 003).
+"""The composition root: one ``one_for_one`` supervision tree for the game
+(docs/architecture.md, the supervision tree of the game).
 
 The children list reads as the dependency order (each child only produces work
 for children started before it, so nothing is produced before its consumer runs):
@@ -23,9 +24,9 @@ from codemojex.cache import CacheTier
 from codemojex.service.context import Services
 from codemojex.service.reconcile import Reconciler
 from codemojex.service.relay import Relay
-from codemojex.workers import notify, score_worker, settle
+from codemojex.workers import notify, score, settle
 from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
-from codemojex.workers.score_worker import ScoreWorker
+from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
 from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
 
@@ -40,7 +41,7 @@ class App:
                  reconciler: Reconciler | None = None,
                  options: dict[str, ConsumerOptions] | None = None) -> None:
         if services.cache is None:
-            services.cache = CacheTier(services.connector)
+            services.cache = CacheTier(services.connector, suffix=services.suffix)
         self.services = services
         self.cache = services.cache
         self.delivery = delivery or ConsoleDelivery(write=None)
@@ -50,7 +51,7 @@ class App:
         self.relay = Relay(services, interval_s=relay_interval_s, min_age_ms=relay_min_age_ms)
         self.reconciler = reconciler or Reconciler(services)
         # ``options`` overrides a consumer's options by child name (tests shorten backoffs).
-        opts = {"notify": notify.OPTIONS, "score": score_worker.OPTIONS, "settle": settle.OPTIONS}
+        opts = {"notify": notify.OPTIONS, "score": score.OPTIONS, "settle": settle.OPTIONS}
         opts |= options or {}
         self.consumers = {
             "notify": ConsumerChild(services.notifications, self.notifier.handle, opts["notify"]),

@@ -1,4 +1,4 @@
-"""The cache tier: the game and emoji-set tables in Valkey (seed 003, seed 002 §2).
+"""The cache tier: the game and emoji-set tables in Valkey, read before PostgreSQL.
 
 * **Best effort.** :meth:`CacheTable.put` never raises and never waits: it queues
   the value for the table's writer task and returns. A Valkey error, a full
@@ -17,8 +17,18 @@
   directory first, then the two tables. A directory restart restarts the tables
   after it, and they register again, so no table points at a dead directory.
 * **Both topologies.** The tier talks to Valkey through the connector only
-  (``eval`` and ``command``), so it runs on one server and on a cluster alike.
-* A round's secret enters the cache only once the round is settled.
+  (``eval`` and ``command``, inside EchoMQ's exception edge: only
+  :class:`~echomq.EchoMQError` reaches this module), so it runs on one server and on
+  a cluster alike.
+* **Read first, PostgreSQL the truth.** :meth:`CacheTier.round` and
+  :meth:`CacheTier.current_round` answer from Valkey and fall back to the wallet on a
+  miss, a Valkey error or a malformed entry (and queue the row they read, so the
+  next read hits). The scorer reads a round's secret this way, the bot the round
+  being played; ``tests/codemojex/test_cache_reads.py`` counts the PostgreSQL
+  transactions a guess saves. A round is cached whole (secret included: the scorer
+  needs it while the round is open; players reach Valkey only through the bot, which
+  never shows an open round's secret). The ``current`` entry is the last round
+  opened; a reader takes it only while it is open by the clock, else asks PostgreSQL.
 """
 
 from __future__ import annotations
@@ -28,17 +38,31 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.emoji import EmojiSet
-from codemojex.wallet import Round
-from echomq import AsyncClusterConnector, AsyncConnector, ChildSpec, Script, Supervisor, parse_script
+from codemojex.errors import ConfigurationError
+from codemojex.wallet import Round, get_round
+from codemojex.wallet.reads import current_round as current_round_in_db
+from echomq import (
+    AsyncClusterConnector,
+    AsyncConnector,
+    ChildSpec,
+    EchoMQError,
+    Script,
+    Supervisor,
+    parse_script,
+)
 
-__all__ = ["DIRECTORY_KEY", "SHADOW", "CacheTable", "CacheTier", "Directory"]
+__all__ = ["CURRENT", "DIRECTORY_KEY", "SHADOW", "CacheTable", "CacheTier", "Directory", "ReadStats"]
 
 log = logging.getLogger("codemojex.cache")
 
 DIRECTORY_KEY = "cm:cache:directory"
 DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth
+CURRENT = "current"  # the games table's entry for the round opened last
 
 SHADOW: Script = parse_script("cache_shadow", """#!lua
 -- name: cache_shadow
@@ -80,7 +104,7 @@ class Directory:
 
     async def register(self, name: str) -> None:
         self.tables[name] = self.generation
-        with contextlib.suppress(Exception):  # best effort: the in-memory registry is authoritative
+        with contextlib.suppress(EchoMQError):  # best effort: the in-memory registry is authoritative
             await self.connector.command("HSET", DIRECTORY_KEY, name, str(self.generation))
 
 
@@ -88,8 +112,9 @@ class CacheTable:
     """One table: ``put`` queues a whole value, the :meth:`run` task writes it."""
 
     def __init__(self, name: str, directory: Directory, *, ttl_s: int = DEFAULT_TTL_S,
-                 max_queued: int = 10_000) -> None:
+                 max_queued: int = 10_000, suffix: str = "") -> None:
         self.name = name
+        self.suffix = suffix  # keeps a test's tables apart on a shared server; "" in the game
         self.directory = directory
         self.ttl_s = ttl_s
         self.written = 0
@@ -98,13 +123,13 @@ class CacheTable:
         self.running = False
 
     def key(self, key: str) -> str:
-        return f"cm:cache:{{{self.name}:{key}}}"
+        return f"cm:cache{self.suffix}:{{{self.name}:{key}}}"
 
     def put(self, key: str, fields: Mapping[str, object]) -> None:
         """Queue ``fields`` as the whole new value of ``key``. Never raises, never waits."""
         try:
             if "{" in key or "}" in key or not fields:
-                raise ValueError(f"bad cache key or empty value: {key!r}")
+                raise ConfigurationError(f"bad cache key or empty value: {key!r}")
             self._queue.put_nowait((key, {str(k): str(v) for k, v in fields.items()}))
         except Exception as exc:
             self.dropped += 1
@@ -120,7 +145,7 @@ class CacheTable:
             # dies leaves at most an expiring shadow), then swapped in by one RENAME.
             await self.directory.connector.eval(SHADOW, [shadow], [self.ttl_s * 1000, *flat])
             await self.directory.connector.command("RENAME", shadow, live)
-        except Exception as exc:
+        except EchoMQError as exc:  # every Valkey failure arrives as one (the connector's edge)
             self.dropped += 1
             log.debug("cache %s: write of %r failed (%r)", self.name, key, exc)
             return False
@@ -131,7 +156,7 @@ class CacheTable:
         """The whole value of ``key``, or None if absent or the cache cannot answer."""
         try:
             row = await self.directory.connector.command("HGETALL", self.key(key))
-        except Exception:
+        except EchoMQError:
             return None
         if not row:
             return None
@@ -148,13 +173,56 @@ class CacheTable:
             self.running = False
 
 
-class CacheTier:
-    """The directory and the ``games`` and ``emoji_sets`` tables."""
+class ReadStats:
+    """How the tier's reads were answered: from Valkey (``hits``) or PostgreSQL (``misses``)."""
 
-    def __init__(self, connector: AsyncConnector | AsyncClusterConnector) -> None:
+    __slots__ = ("hits", "misses")
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+
+
+class CacheTier:
+    """The directory and the ``games`` and ``emoji_sets`` tables; reads with a PostgreSQL fallback."""
+
+    def __init__(self, connector: AsyncConnector | AsyncClusterConnector, *, suffix: str = "") -> None:
+        if "{" in suffix or "}" in suffix:
+            raise ConfigurationError(f"bad cache suffix {suffix!r}")
         self.directory = Directory(connector)
-        self.games = CacheTable("games", self.directory)
-        self.emoji_sets = CacheTable("emoji_sets", self.directory)
+        self.games = CacheTable("games", self.directory, suffix=suffix)
+        self.emoji_sets = CacheTable("emoji_sets", self.directory, suffix=suffix)
+        self.reads = ReadStats()
+
+    async def round(self, pool: AsyncConnectionPool, rid: str) -> Round | None:
+        """Round ``rid``: from the cache, else from PostgreSQL (then cached). None: no such round.
+
+        A cached round's ``pot`` is the one at caching time; the secret, set, times and
+        price never change, and a reader that needs the state exactly asks the wallet.
+        """
+        cached = _decode(await self.games.get(rid)) if "{" not in rid and "}" not in rid else None
+        if cached is not None:
+            self.reads.hits += 1
+            return cached
+        self.reads.misses += 1
+        rnd = await get_round(pool, rid)
+        if rnd is not None:
+            self.put_round(rnd)
+        return rnd
+
+    async def current_round(self, pool: AsyncConnectionPool) -> Round | None:
+        """The round accepting guesses now: the cached last-opened round while it is open by
+        the clock, else PostgreSQL's answer (then cached as the current one)."""
+        cached = _decode(await self.games.get(CURRENT))
+        now = datetime.now(UTC)
+        if cached is not None and cached.state == "open" and cached.opens_at <= now < cached.closes_at:
+            self.reads.hits += 1
+            return cached
+        self.reads.misses += 1
+        rnd = await current_round_in_db(pool)
+        if rnd is not None:
+            self.put_round(rnd, current=True)
+        return rnd
 
     def supervisor(self) -> Supervisor:
         return Supervisor(
@@ -167,16 +235,30 @@ class CacheTier:
             name="cache",
         )
 
-    def put_round(self, rnd: Round) -> None:
+    def put_round(self, rnd: Round, *, current: bool = False) -> None:
+        """Queue ``rnd`` whole under its id (and as the ``current`` round if ``current``)."""
         fields: dict[str, object] = {
             "id": rnd.id, "emoji_set": rnd.emoji_set, "opens_at": rnd.opens_at.isoformat(),
             "closes_at": rnd.closes_at.isoformat(), "state": rnd.state, "price": rnd.guess_price,
-            "pot": rnd.pot,
+            "pot": rnd.pot, "secret": " ".join(rnd.secret),
         }
-        if rnd.state == "settled":
-            fields["secret"] = " ".join(rnd.secret)
         self.games.put(rnd.id, fields)
+        if current:
+            self.games.put(CURRENT, fields)
 
     def put_emoji_set(self, emoji_set: EmojiSet) -> None:
         self.emoji_sets.put(emoji_set.id, {"id": emoji_set.id, "name": emoji_set.name,
                                            "emojis": " ".join(emoji_set.emojis)})
+
+
+def _decode(fields: dict[str, str] | None) -> Round | None:
+    """The round a cache entry holds, or None if there is none or it is not whole."""
+    if fields is None:
+        return None
+    try:
+        secret = tuple(fields["secret"].split(" "))
+        return Round(fields["id"], fields["emoji_set"], secret, datetime.fromisoformat(fields["opens_at"]),
+                     datetime.fromisoformat(fields["closes_at"]), fields["state"], int(fields["price"]),
+                     int(fields["pot"]))
+    except (KeyError, ValueError):  # an entry written by an older version: ask PostgreSQL
+        return None

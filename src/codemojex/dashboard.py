@@ -14,42 +14,13 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.pg import open_pool
-from codemojex.wallet import audit
+from codemojex.wallet import audit, reads
 from echomq import dashboard as board
 
 __all__ = ["game_page", "render"]
 
-_ROUNDS = """
-SELECT r.id, r.emoji_set, r.state, r.opens_at, r.closes_at, r.settled_at, r.guess_price,
-       (SELECT coalesce(sum(g.charged), 0) FROM guesses g WHERE g.round_id = r.id),
-       (SELECT count(*) FROM guesses g WHERE g.round_id = r.id),
-       (SELECT count(*) FROM guesses g WHERE g.round_id = r.id AND g.score IS NOT NULL),
-       (SELECT coalesce(sum(amount), 0) FROM payouts p WHERE p.round_id = r.id),
-       (SELECT count(*) FROM payouts p WHERE p.round_id = r.id)
-FROM rounds r WHERE {where} ORDER BY {order} LIMIT %s
-"""
-_PAYOUTS = """
-SELECT p.round_id, p.player_id, pl.name, p.amount, p.created_at
-FROM payouts p JOIN players pl ON pl.id = p.player_id ORDER BY p.created_at DESC, p.round_id LIMIT %s
-"""
-_TOTALS = """
-SELECT (SELECT count(*) FROM players), (SELECT count(*) FROM rounds WHERE state <> 'settled'),
-       (SELECT count(*) FROM rounds WHERE state = 'settled'),
-       (SELECT coalesce(sum(l.amount), 0) FROM ledger l JOIN rounds r ON l.account = 'round:' || r.id
-        WHERE r.state <> 'settled'),
-       (SELECT coalesce(sum(amount), 0) FROM payouts),
-       extract(epoch FROM now()) * 1000
-"""
-
-
 def _ms(ts: Any) -> float:
     return float(ts.timestamp() * 1000)
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)
-        return list(await cur.fetchall())
 
 
 def _round_rows(rows: list[tuple[Any, ...]], now_ms: float) -> list[list[str]]:
@@ -67,13 +38,11 @@ def _round_rows(rows: list[tuple[Any, ...]], now_ms: float) -> list[list[str]]:
 
 async def render(pool: AsyncConnectionPool, *, limit: int = 20) -> str:
     """The page's body (HTML, every value escaped)."""
-    (players, live, settled, at_stake, paid, now_ms), = await _rows(pool, _TOTALS)
+    players, live, settled, at_stake, paid, now_ms = await reads.dashboard_totals(pool)
     now_ms = float(now_ms)
-    live_rows = await _rows(pool, _ROUNDS.format(where="r.state <> 'settled'", order="r.opens_at DESC"),
-                            (limit,))
-    done_rows = await _rows(pool, _ROUNDS.format(where="r.state = 'settled'",
-                                                 order="r.settled_at DESC NULLS LAST"), (limit,))
-    payouts = await _rows(pool, _PAYOUTS, (limit,))
+    live_rows = await reads.dashboard_rounds(pool, settled=False, limit=limit)
+    done_rows = await reads.dashboard_rounds(pool, settled=True, limit=limit)
+    payouts = await reads.dashboard_payouts(pool, limit)
     books = await audit(pool)
     heads = ["round", "emoji set", "state", "when", "price", "pot (charged)", "guesses", "scored", "paid"]
     values = [*books.findings.items(), ("charged_guesses", books.charged_guesses),

@@ -4,7 +4,8 @@ Expected outcomes (a bad guess, an insufficient balance, a retried movement)
 are *return values*, never exceptions. Exceptions are for misuse and failures::
 
     CodemojexError
-    ├── ConfigurationError     a setting or argument that cannot work
+    ├── ConfigurationError     a setting or argument that cannot work: the one type for
+    │                          misuse across the game (also a ValueError)
     ├── DatabaseError          PostgreSQL could not be started, reached or used
     │   └── Unavailable        a transient failure outlasted the retry bound
     ├── InvalidAmount          an amount or price that is not an integer in range
@@ -28,14 +29,15 @@ __all__ = [
 
 
 class Reason(enum.StrEnum):
-    """The closed set of reasons a guess submission is refused (seed 000 §1)."""
+    """The closed set of reasons a guess submission is refused (the product's five, in
+    :mod:`codemojex.service.guesses`' rejection order, plus ``unavailable``)."""
 
     NO_ROUND = "no_round"
     CLOSED = "closed"
     EXPIRED = "expired"
     BAD_GUESS = "bad_guess"
     INSUFFICIENT = "insufficient"
-    # Not in the seed's set: PostgreSQL stayed unreachable past the retry bound, so
+    # Not one of the product's five: PostgreSQL stayed unreachable past the retry bound, so
     # nothing was decided (decision 0009). Retrying later, with the same key, is safe.
     UNAVAILABLE = "unavailable"
 

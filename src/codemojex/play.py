@@ -1,5 +1,8 @@
 """The main job's game: simulated players against the real service (``codemojex play``).
 
+An entry point: the CLI runs it and nothing else imports it (its record of a run,
+:class:`~codemojex.report.Tally`, lives with the report that reads it).
+
 Everything below goes through the real paths: players call
 :func:`codemojex.service.submit`; the real consumers under the app's supervision
 tree score, settle and notify; rounds open and close by delayed jobs. This module
@@ -21,9 +24,8 @@ import asyncio
 import random
 import secrets
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from psycopg_pool import AsyncConnectionPool
@@ -34,12 +36,14 @@ from codemojex.app import App
 from codemojex.datadir import DataDir
 from codemojex.domain.emoji import default_set
 from codemojex.errors import ConfigurationError, Reason
+from codemojex.report import Tally
 from codemojex.service import Admitted, RoundPlan, Services, derive_id, round_id, schedule, submit
 from codemojex.service.codec import OpenRound, encode
-from codemojex.wallet import ensure_player, get_round, grant_start
+from codemojex.waiting import wait_for
+from codemojex.wallet import ensure_player, get_round, grant_start, reads
 from echomq import ids
 
-__all__ = ["PlayOptions", "Tally", "guess_id", "run_players", "wait_for"]
+__all__ = ["PlayOptions", "guess_id", "play", "run_players"]
 
 IN_FLIGHT = 8
 
@@ -57,32 +61,6 @@ class PlayOptions:
     def __post_init__(self) -> None:
         if self.players < 1 or self.guesses < 1 or self.rounds < 1 or self.round_s <= 0:
             raise ConfigurationError("players, guesses and rounds must be >= 1, round_s > 0")
-
-
-@dataclass(slots=True)
-class Tally:
-    admitted: int = 0
-    queued_late: int = 0  # admitted by the relay rather than by submit
-    rejected: Counter[Reason] = field(default_factory=Counter)
-    submit_s: float = 0.0  # wall time spent in submission phases
-    run_tag: str = ""
-    player_ids: list[str] = field(default_factory=list)
-    round_ids: list[str] = field(default_factory=list)
-    series: str = ""
-
-    @property
-    def submitted(self) -> int:
-        return self.admitted + sum(self.rejected.values())
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], *, timeout_s: float, every_s: float = 0.05,
-                   what: str = "condition") -> None:
-    """Poll ``check`` until it is true; TimeoutError after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(every_s)
 
 
 async def _make_players(pool: AsyncConnectionPool, opts: PlayOptions, tag: str) -> list[str]:
@@ -148,13 +126,6 @@ async def run_players(services: Services, rid: str, players: list[str], guesses:
     started = time.monotonic()
     await asyncio.gather(*(player(p) for p in players))
     tally.submit_s += time.monotonic() - started
-
-
-async def _count(pool: AsyncConnectionPool, sql: str, args: tuple[object, ...]) -> int:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
 
 def _plan(opts: PlayOptions) -> RoundPlan:
@@ -248,10 +219,8 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
 
         async def refresh() -> None:
             while True:
-                scored = await _count(services.pool, "SELECT count(*) FROM guesses WHERE round_id = ANY(%s)"
-                                      " AND score IS NOT NULL", (rids,))
-                settled = await _count(services.pool, "SELECT count(*) FROM rounds WHERE id = ANY(%s)"
-                                       " AND state = 'settled'", (rids,))
+                scored = await reads.count_scored(services.pool, rids)
+                settled = await reads.count_settled(services.pool, rids)
                 bars.update(t_sub, completed=tally.submitted)
                 bars.update(t_score, completed=scored, total=max(tally.admitted, scored))
                 bars.update(t_round, completed=settled)
@@ -275,8 +244,7 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
                 await run_players(services, rid, tally.player_ids, opts.guesses, tally)
 
             async def all_settled() -> bool:
-                return await _count(services.pool, "SELECT count(*) FROM rounds WHERE id = ANY(%s)"
-                                    " AND state = 'settled'", (rids,)) == len(rids)
+                return await reads.count_settled(services.pool, rids) == len(rids)
 
             await wait_for(all_settled, timeout_s=opts.round_s + 120, every_s=0.1, what="settlement")
 
@@ -289,7 +257,6 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
         bars.update(t_sub, completed=tally.submitted, total=tally.submitted)
-        scored = await _count(services.pool, "SELECT count(*) FROM guesses WHERE round_id = ANY(%s)"
-                              " AND score IS NOT NULL", (rids,))
+        scored = await reads.count_scored(services.pool, rids)
         bars.update(t_score, completed=scored, total=max(scored, tally.admitted))
         bars.update(t_round, completed=len(rids))

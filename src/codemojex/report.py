@@ -19,19 +19,38 @@ checks:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
 from rich.table import Table
 
-from codemojex.domain.payouts import Payout, ScoredGuess, settle
-from codemojex.play import Tally
+from codemojex.domain.payouts import settle
+from codemojex.errors import Reason
 from codemojex.service import Services
-from codemojex.wallet import Audit, audit
-from codemojex.workers.score_worker import note_id
+from codemojex.service.codec import note_id
+from codemojex.wallet import Audit, audit, reads
 
-__all__ = ["Checks", "check_run", "delivered_score_notes", "print_report"]
+__all__ = ["Checks", "Tally", "check_run", "delivered_score_notes", "print_report"]
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a run did: its players and rounds, and how its submissions went."""
+
+    admitted: int = 0
+    queued_late: int = 0  # admitted by the relay rather than by submit
+    rejected: Counter[Reason] = field(default_factory=Counter)
+    submit_s: float = 0.0  # wall time spent in submission phases
+    run_tag: str = ""
+    player_ids: list[str] = field(default_factory=list)
+    round_ids: list[str] = field(default_factory=list)
+    series: str = ""
+
+    @property
+    def submitted(self) -> int:
+        return self.admitted + sum(self.rejected.values())
 
 
 @dataclass(slots=True)
@@ -67,21 +86,14 @@ class Checks:
         return not self.failures
 
 
-async def _rows(pool: AsyncConnectionPool, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql, args)
-        return list(await cur.fetchall())
-
-
 async def delivered_score_notes(services: Services, round_ids: list[str], *, chunk: int = 500) -> int:
     """How many scored guesses of ``round_ids`` have their score notification delivered
     (its job, under the id derived from the guess id, is ``done`` on ``cm.notify``)."""
-    rows = await _rows(services.pool, "SELECT id FROM guesses WHERE round_id = ANY(%s)"
-                       " AND score IS NOT NULL", (round_ids,))
+    scored = await reads.scored_guess_ids(services.pool, round_ids)
     delivered = 0
-    for start in range(0, len(rows), chunk):
-        jobs = await asyncio.gather(*(services.notifications.job(note_id(str(r[0])))
-                                      for r in rows[start:start + chunk]))
+    for start in range(0, len(scored), chunk):
+        jobs = await asyncio.gather(*(services.notifications.job(note_id(gid))
+                                      for gid in scored[start:start + chunk]))
         delivered += sum(1 for j in jobs if j is not None and j.get("state") == b"done")
     return delivered
 
@@ -91,26 +103,15 @@ async def check_run(
 ) -> Checks:
     """Audit the books and the rounds ``round_ids`` (see the module docstring)."""
     checks = Checks(audit=await audit(pool), score_notes=score_notes)
-    (row,) = await _rows(pool, """
-        SELECT count(*), count(score), count(*) FILTER (WHERE admitted_at IS NULL),
-               coalesce(extract(epoch FROM max(admitted_at) - min(created_at)), 0),
-               coalesce(extract(epoch FROM max(scored_at) - min(created_at)), 0)
-        FROM guesses WHERE round_id = ANY(%s)""", (round_ids,))
-    checks.charged, checks.scored, checks.unadmitted = (int(str(v)) for v in row[:3])
-    checks.admit_window_s, checks.score_window_s = float(str(row[3])), float(str(row[4]))
+    (checks.charged, checks.scored, checks.unadmitted, checks.admit_window_s,
+     checks.score_window_s) = await reads.run_counts(pool, round_ids)
     for rid in round_ids:
-        ((state, charged_pot),) = await _rows(pool, "SELECT state, (SELECT coalesce(sum(charged), 0)"
-                                              " FROM guesses WHERE round_id = r.id) FROM rounds r"
-                                              " WHERE id = %s", (rid,))
-        if state != "settled":
+        tally = await reads.round_tally(pool, rid)
+        if tally is None or tally[0] != "settled":
             checks.unsettled += 1
             continue
-        guesses = [ScoredGuess(str(i), str(p), int(str(s)), int(str(q))) for i, p, s, q in await _rows(
-            pool, "SELECT id, player_id, score, seq FROM guesses WHERE round_id = %s", (rid,))]
-        expected = settle(int(str(charged_pot)), guesses)
-        stored = tuple(Payout(str(p), int(str(a)), str(g)) for p, a, g in await _rows(
-            pool, "SELECT player_id, amount, guess_id FROM payouts WHERE round_id = %s ORDER BY player_id",
-            (rid,)))
+        expected = settle(tally[1], await reads.round_guesses(pool, rid))
+        stored = await reads.stored_payouts(pool, rid)
         if stored != expected:
             checks.payout_mismatches.append(f"round {rid}: payouts differ from the sealed pass")
     return checks
@@ -121,12 +122,7 @@ async def print_report(pool: AsyncConnectionPool, tally: Tally, checks: Checks, 
     board = Table(title="Leaderboard (top 10 by balance)")
     for col in ("#", "player", "balance", "won", "guesses", "best"):
         board.add_column(col, justify="right" if col not in ("player",) else "left")
-    rows = await _rows(pool, """
-        SELECT p.id, p.balance,
-               coalesce((SELECT sum(amount) FROM payouts WHERE player_id = p.id), 0),
-               (SELECT count(*) FROM guesses WHERE player_id = p.id),
-               coalesce((SELECT max(score) FROM guesses WHERE player_id = p.id), 0)
-        FROM players p WHERE p.id = ANY(%s) ORDER BY p.balance DESC, p.id LIMIT 10""", (players,))
+    rows = await reads.player_board(pool, players, 10)
     for n, (pid, bal, won, count, best) in enumerate(rows, 1):
         board.add_row(str(n), str(pid), str(bal), str(won), str(count), str(best))
     console.print(board)
@@ -135,11 +131,7 @@ async def print_report(pool: AsyncConnectionPool, tally: Tally, checks: Checks, 
     for col in ("round", "guesses", "pot", "winners", "paid", "top payout"):
         pay.add_column(col)
     for rid in tally.round_ids:
-        ((count, pot, winners, paid, top),) = await _rows(pool, """
-            SELECT (SELECT count(*) FROM guesses WHERE round_id = %s),
-                   (SELECT coalesce(sum(charged), 0) FROM guesses WHERE round_id = %s),
-                   count(*), coalesce(sum(amount), 0), coalesce(max(amount), 0)
-            FROM payouts WHERE round_id = %s""", (rid, rid, rid))
+        count, pot, winners, paid, top = await reads.round_summary(pool, rid)
         pay.add_row(rid, str(count), str(pot), str(winners), str(paid), str(top))
     console.print(pay)
 

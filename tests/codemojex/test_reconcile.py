@@ -10,11 +10,10 @@ from collections import Counter
 from datetime import timedelta
 
 from codemojex.service import Admitted, Services, submit
-from codemojex.service.codec import CloseRound, derive_id, encode
+from codemojex.service.codec import CloseRound, derive_id, encode, note_id
 from codemojex.service.reconcile import reconcile_once
 from codemojex.wallet import Charged, audit, charge_guess, get_round, mark_admitted
 from codemojex.workers import ScoreWorker, SettleWorker
-from codemojex.workers.score_worker import note_id
 from echomq import ids
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.outcomes import Ack, Defer

@@ -8,7 +8,8 @@ telegram    the Telegram Delivery (aiogram ``Bot`` as a client), classifying eac
 ratebudget  the Valkey rate budget every notifier shares (30/s overall, 1/s per chat)
 standin     a local Bot API stand-in for tests and the demo (loopback only)
 runtime     ``BotApp``: the game's tree plus the bot's children
-inbound replies queries   pure parsing, texts and keyboards; the bot's two SQL reads
+inbound replies     pure parsing, texts and keyboards (every read and write goes through
+                    :mod:`codemojex.service`)
 
 Importing this package starts nothing and reads no environment.
 """

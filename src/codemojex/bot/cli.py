@@ -95,8 +95,8 @@ async def _main(valkey_url: str, pg_url: str, settings: object, round_s: float, 
 
 
 async def _demo(app: BotApp, api: StandIn, console: Console) -> bool:
-    from codemojex.bot.queries import current_round
-    from codemojex.play import wait_for
+    from codemojex.service import current_round
+    from codemojex.waiting import wait_for
 
     tree = asyncio.create_task(app.run())
     user = 100_000 + os.getpid()
@@ -105,7 +105,7 @@ async def _demo(app: BotApp, api: StandIn, console: Console) -> bool:
         return [t for t in api.texts(user) if "scored" not in t]
 
     async def has_round() -> bool:
-        return await current_round(app.services.pool) is not None
+        return await current_round(app.services) is not None
 
     try:
         await wait_for(has_round, timeout_s=30, what="the first round")

@@ -1,15 +1,16 @@
-"""The command consumer's handler, on ``cm.commands`` (seed 003: beat 100 ms, lease 10 s).
+"""The command consumer's handler, on ``cm.commands`` (beat 100 ms, lease 10 s).
 
 One job is one update from one chat (serial lane per chat, so a chat's commands
-run in order). The handler reads the command, runs it against the real service
-and wallet, and admits every reply as a :class:`~codemojex.service.codec.Note`
-onto ``cm.notify`` on the player's serial lane, so replies go out in order.
+run in order). The handler reads the command, runs it against the service layer
+(:mod:`codemojex.service`, never the wallet itself), and admits every reply as a
+:class:`~codemojex.service.codec.Note` onto ``cm.notify`` on the player's serial lane,
+so replies go out in order.
 
 Idempotent under re-delivery (at-least-once):
 
 * reply ids are derived from the command job's id (``reply:<n>``), so a re-run
   admits nothing new and nothing is said twice;
-* ``/start`` uses ``ensure_player`` and ``grant_start`` (starting coins once per player);
+* ``/start`` is :func:`codemojex.service.start` (starting coins once per player);
 * a guess is submitted under a guess id derived from the command job's id, so a
   re-run is charged once (:func:`codemojex.service.submit` with ``guess_id``);
   ``/quick`` draws its random guess from a generator seeded by the job id, so a
@@ -28,13 +29,19 @@ from datetime import UTC, datetime
 
 from codemojex.bot import replies
 from codemojex.bot.inbound import Command, Inbound, Verb, decode_inbound, parse_command
-from codemojex.bot.queries import current_round, leaderboard
-from codemojex.domain import BadGuess, parse_guess
 from codemojex.domain.emoji import default_set
 from codemojex.errors import Reason
-from codemojex.service import Admitted, Services, derive_id, submit
+from codemojex.service import (
+    Admitted,
+    Services,
+    balance,
+    current_round,
+    derive_id,
+    leaderboard,
+    start,
+    submit,
+)
 from codemojex.service.codec import BadPayload, Note, encode
-from codemojex.wallet import Granted, balance, ensure_player, grant_start
 from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
 __all__ = ["OPTIONS", "START_COINS", "CommandWorker", "reply_id"]
@@ -92,25 +99,23 @@ class CommandWorker:
 
     async def run(self, cmd: Command, inbound: Inbound, job_id: str) -> list[Reply]:
         """The replies to ``cmd`` (the effects happen here, idempotently)."""
-        pool, pid = self.services.pool, replies.player_id(inbound.user_id)
+        services, pid = self.services, replies.player_id(inbound.user_id)
         v = cmd.verb
         if v is Verb.START:
-            await ensure_player(pool, pid, name=inbound.name, chat_id=inbound.chat_id)
-            granted = await grant_start(pool, pid, self.start_coins)
-            now = await balance(pool, pid) or 0
-            amount = self.start_coins if isinstance(granted, Granted) else None
-            return [(replies.KIND_REPLY, replies.welcome(inbound.name, now, amount), ""),
+            started = await start(services, pid, name=inbound.name, chat_id=inbound.chat_id,
+                                  coins=self.start_coins)
+            return [(replies.KIND_REPLY, replies.welcome(inbound.name, started.balance, started.granted), ""),
                     await self._round()]
         if v is Verb.ROUND:
             return [await self._round()]
         if v in (Verb.GUESS, Verb.QUICK):
             return [await self._guess(cmd, pid, job_id)]
         if v is Verb.BALANCE:
-            coins = await balance(pool, pid)
+            coins = await balance(services, pid)
             text = replies.NOT_REGISTERED if coins is None else replies.balance_text(coins)
             return [(replies.KIND_REPLY, text, "")]
         if v is Verb.TOP:
-            return [(replies.KIND_REPLY, replies.leaderboard_text(await leaderboard(pool), pid), "")]
+            return [(replies.KIND_REPLY, replies.leaderboard_text(await leaderboard(services), pid), "")]
         if v is Verb.HELP:
             return [(replies.KIND_REPLY, replies.HELP, "")]
         if v is Verb.UNKNOWN:
@@ -118,7 +123,7 @@ class CommandWorker:
         return [(replies.KIND_REPLY, replies.EMPTY, "")]
 
     async def _round(self) -> Reply:
-        rnd = await current_round(self.services.pool)
+        rnd = await current_round(self.services)
         emoji_set = None if rnd is None else default_set(rnd.emoji_set)
         if rnd is None or emoji_set is None:
             return (replies.KIND_REPLY, replies.NO_ROUND, "")
@@ -126,11 +131,10 @@ class CommandWorker:
         return (replies.KIND_ROUND, text, rnd.id)
 
     async def _guess(self, cmd: Command, pid: str, job_id: str) -> Reply:
-        pool = self.services.pool
-        coins = await balance(pool, pid)
+        coins = await balance(self.services, pid)
         if coins is None:
             return (replies.KIND_REPLY, replies.NOT_REGISTERED, "")
-        rnd = await current_round(pool)
+        rnd = await current_round(self.services)  # the cache tier first; handed on to submit
         emoji_set = None if rnd is None else default_set(rnd.emoji_set)
         if rnd is None or emoji_set is None:
             return (replies.KIND_REPLY, replies.NO_ROUND, "")
@@ -140,17 +144,16 @@ class CommandWorker:
             return (replies.KIND_REPLY, replies.bad_guess("send six emojis after /guess", emoji_set), "")
         else:
             text = cmd.arg
-        out = await submit(self.services, rnd.id, pid, text, guess_id=derive_id("JOB", "guess", job_id))
+        out = await submit(self.services, rnd.id, pid, text, guess_id=derive_id("JOB", "guess", job_id),
+                           rnd=rnd, explain=True)
         if isinstance(out, Admitted):
             return (replies.KIND_REPLY, replies.accepted(out.guess, rnd.guess_price, out.balance), rnd.id)
-        if out is Reason.BAD_GUESS:
-            parsed = parse_guess(text, emoji_set)
-            detail = parsed.detail if isinstance(parsed, BadGuess) else "not a guess"
-            return (replies.KIND_REPLY, replies.bad_guess(detail, emoji_set), rnd.id)
-        if out is Reason.INSUFFICIENT:
+        if out.reason is Reason.BAD_GUESS:
+            return (replies.KIND_REPLY, replies.bad_guess(out.detail, emoji_set), rnd.id)
+        if out.reason is Reason.INSUFFICIENT:
             return (replies.KIND_REPLY, replies.insufficient(coins, rnd.guess_price), rnd.id)
-        if out is Reason.NO_ROUND:
+        if out.reason is Reason.NO_ROUND:
             return (replies.KIND_REPLY, replies.NO_ROUND, "")
-        if out is Reason.UNAVAILABLE:  # PostgreSQL out past the retry bound: nothing decided
+        if out.reason is Reason.UNAVAILABLE:  # PostgreSQL out past the retry bound: nothing decided
             return (replies.KIND_REPLY, replies.UNAVAILABLE, rnd.id)
         return (replies.KIND_REPLY, replies.CLOSED, rnd.id)

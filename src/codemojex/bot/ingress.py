@@ -19,7 +19,7 @@ from echomq import AsyncQueue, Verdict
 
 __all__ = ["COMMANDS_QUEUE", "Ingress", "commands_queue"]
 
-COMMANDS_QUEUE = "cm.commands"  # the inbound-command lane (seed 003: beat 100 ms, lease 10 s)
+COMMANDS_QUEUE = "cm.commands"  # the inbound-command lane (beat 100 ms, lease 10 s)
 
 
 def commands_queue(services: Services) -> AsyncQueue:

@@ -24,12 +24,11 @@ from codemojex.bot import commands
 from codemojex.bot.commands import CommandWorker
 from codemojex.bot.ingress import Ingress, commands_queue
 from codemojex.bot.polling import ALLOWED_UPDATES, Poller
-from codemojex.bot.queries import current_round
 from codemojex.bot.ratebudget import BudgetOptions, RateBudget
 from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
 from codemojex.bot.webhook import WebhookServer, check_secret
 from codemojex.errors import ConfigurationError
-from codemojex.service import RoundPlan, Services, schedule
+from codemojex.service import RoundPlan, Services, current_round, schedule
 from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
 
 __all__ = ["BotApp", "BotSettings", "ensure_rounds"]
@@ -119,6 +118,6 @@ class BotApp:
 
 async def ensure_rounds(services: Services, plan: RoundPlan) -> str | None:
     """Start a series of rounds unless one is being played now; the series id if started."""
-    if await current_round(services.pool) is not None:
+    if await current_round(services) is not None:
         return None
     return await schedule(services, plan)

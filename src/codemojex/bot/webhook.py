@@ -21,6 +21,7 @@ import re
 from aiohttp import web
 
 from codemojex.bot.ingress import Ingress
+from codemojex.errors import ConfigurationError
 
 __all__ = ["HEADER", "WebhookServer", "check_secret", "webhook_app"]
 
@@ -34,7 +35,7 @@ MAX_BODY = 1 << 20  # an update is a few KiB; refuse anything near a megabyte
 def check_secret(secret: str) -> str:
     """``secret`` if Telegram accepts it as a webhook secret (1–256 of A-Z a-z 0-9 _ -)."""
     if not isinstance(secret, str) or not _SECRET.fullmatch(secret):
-        raise ValueError("a webhook secret is 1-256 characters of A-Z, a-z, 0-9, _ and -")
+        raise ConfigurationError("a webhook secret is 1-256 characters of A-Z, a-z, 0-9, _ and -")
     return secret
 
 

@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from codemojex.domain.emoji import default_set
 from codemojex.report import Checks, check_run
 from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule, submit
-from codemojex.wallet import ensure_player, grant_start
+from codemojex.wallet import ensure_player, grant_start, reads
 from echomq import end_with_parent
 
 __all__ = ["GameWorkload"]
@@ -93,12 +93,7 @@ class GameWorkload:
                 proc.wait()
 
     async def _open_round(self) -> str | None:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT id FROM rounds WHERE id = ANY(%s) AND state = 'open' AND closes_at > now()"
-                " ORDER BY opens_at DESC LIMIT 1", (self.round_ids,))
-            row = await cur.fetchone()
-        return str(row[0]) if row else None
+        return await reads.open_round_among(self.pool, self.round_ids)
 
     async def play(self, rng: random.Random, per_second: float = 20.0) -> None:
         """Players guess in whichever round of the series is open until :meth:`stop_playing`."""
@@ -123,18 +118,13 @@ class GameWorkload:
         self._stop.set()
 
     async def settled(self) -> int:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT count(*) FROM rounds WHERE id = ANY(%s) AND state = 'settled'",
-                                     (self.round_ids,))
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        return await reads.count_settled(self.pool, self.round_ids)
 
     async def wallet_answers(self, since: float, limit_s: float = 60.0) -> float:
         """Seconds from ``since`` until a wallet query through the pool succeeds."""
         while time.monotonic() - since < limit_s:
             try:
-                async with self.pool.connection() as conn:
-                    await conn.execute("SELECT count(*) FROM players")
+                await reads.ping(self.pool)
                 break
             except Exception as exc:
                 self.errors[type(exc).__name__] += 1

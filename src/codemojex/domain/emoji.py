@@ -20,6 +20,8 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from codemojex.errors import ConfigurationError
+
 __all__ = [
     "CLASSIC",
     "DEFAULT_SETS",
@@ -93,16 +95,16 @@ class EmojiSet:
 
     def __post_init__(self) -> None:
         if not self.id or any(c.isspace() or c in "{}:" for c in self.id):
-            raise ValueError(f"bad emoji set id {self.id!r}")
+            raise ConfigurationError(f"bad emoji set id {self.id!r}")
         if len(self.emojis) < 6:
-            raise ValueError(f"emoji set {self.id!r} needs at least 6 emojis")
+            raise ConfigurationError(f"emoji set {self.id!r} needs at least 6 emojis")
         seen: set[str] = set()
         for e in self.emojis:
             if len(graphemes(e)) != 1 or e.isspace():
-                raise ValueError(f"{e!r} is not exactly one emoji")
+                raise ConfigurationError(f"{e!r} is not exactly one emoji")
             key = canonical(e)
             if key in seen:
-                raise ValueError(f"{e!r} appears twice in emoji set {self.id!r}")
+                raise ConfigurationError(f"{e!r} appears twice in emoji set {self.id!r}")
             seen.add(key)
 
     def lookup(self, emoji: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from codemojex.domain.guess import SIZE, Guess
+from codemojex.errors import ConfigurationError
 
 __all__ = ["merge"]
 
@@ -19,12 +20,12 @@ def merge(locked: Mapping[int, str], guess: Sequence[str]) -> Guess:
 
     Guarantees: the result has the guess's length; every locked position holds
     its locked emoji; every other position is the guess's. Idempotent:
-    ``merge(l, merge(l, g)) == merge(l, g)``. Raises ValueError for a position
+    ``merge(l, merge(l, g)) == merge(l, g)``. Raises ConfigurationError for a position
     outside ``0..5`` or a guess of the wrong length (misuse).
     """
     if len(guess) != SIZE:
-        raise ValueError(f"a guess has {SIZE} emojis")
+        raise ConfigurationError(f"a guess has {SIZE} emojis")
     for pos in locked:
         if not 0 <= pos < SIZE:
-            raise ValueError(f"lock position {pos} outside 0..{SIZE - 1}")
+            raise ConfigurationError(f"lock position {pos} outside 0..{SIZE - 1}")
     return tuple(locked.get(i, e) for i, e in enumerate(guess))

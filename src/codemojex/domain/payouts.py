@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from codemojex.domain.scoring import MAX_SCORE
+from codemojex.errors import ConfigurationError
 
 __all__ = ["Payout", "ScoredGuess", "payout_ref", "settle"]
 
@@ -65,20 +66,20 @@ def _rank(g: ScoredGuess) -> tuple[int, int, str]:
 def settle(pot: int, guesses: Iterable[ScoredGuess]) -> tuple[Payout, ...]:
     """Split ``pot`` over ``guesses`` by the rules above; sorted by player.
 
-    Raises ValueError on misuse: a negative pot, a score outside 0..600, two
+    Raises ConfigurationError on misuse: a negative pot, a score outside 0..600, two
     guesses with the same id or ``seq``, or ``seq`` given for some guesses only.
     """
     if pot < 0:
-        raise ValueError("pot must be >= 0")
+        raise ConfigurationError("pot must be >= 0")
     ranked = sorted(guesses, key=_rank)
     if len({g.guess_id for g in ranked}) != len(ranked):
-        raise ValueError("guess ids must be unique")
+        raise ConfigurationError("guess ids must be unique")
     seqs = {g.seq for g in ranked}
     if (None in seqs and len(seqs) > 1) or (None not in seqs and len(seqs) != len(ranked)):
-        raise ValueError("seq must be given for every guess or none, and be unique")
+        raise ConfigurationError("seq must be given for every guess or none, and be unique")
     for g in ranked:
         if not 0 <= g.score <= MAX_SCORE:
-            raise ValueError(f"score {g.score} outside 0..{MAX_SCORE}")
+            raise ConfigurationError(f"score {g.score} outside 0..{MAX_SCORE}")
     if not ranked:
         return ()
 

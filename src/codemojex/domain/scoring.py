@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from codemojex.domain.guess import SIZE
+from codemojex.errors import ConfigurationError
 
 __all__ = ["MAX_SCORE", "POINTS_PER_STEP", "Score", "exact_positions", "score"]
 
@@ -38,11 +39,11 @@ class Score:
 
 def _check(secret: Sequence[str], guess: Sequence[str]) -> None:
     if len(secret) != SIZE or len(guess) != SIZE:
-        raise ValueError(f"secret and guess must both have {SIZE} emojis")
+        raise ConfigurationError(f"secret and guess must both have {SIZE} emojis")
 
 
 def score(secret: Sequence[str], guess: Sequence[str]) -> Score:
-    """Score ``guess`` against ``secret``. Raises ValueError only on wrong lengths."""
+    """Score ``guess`` against ``secret``. Raises ConfigurationError only on wrong lengths."""
     _check(secret, guess)
     where: dict[str, list[int]] = {}
     for j, e in enumerate(secret):

@@ -1,33 +1,52 @@
 """The game's service layer: the door of a guess, the relay and the round schedule.
 
-guesses  ``submit``: validate, lock-merge, charge, admit (or one closed error)
+guesses  ``submit``: validate, lock-merge, charge, admit (or one closed error, with its detail)
+players  ``start``, ``balance``, ``leaderboard``: the bot's other questions
 relay    admits guesses whose charge committed but whose admission did not happen
-rounds   series of rounds opened and closed by delayed jobs; close-and-settle
+rounds   series of rounds opened and closed by delayed jobs; close-and-settle; the
+         current round and a round by id, read from the cache tier first
 codec    JSON payloads and derived (deterministic) job ids
 context  ``Services``: the pool, the connector, the queues, the cache tier
 """
 
 from codemojex.service.codec import derive_id
 from codemojex.service.context import NOTIFY_QUEUE, SCORE_QUEUE, SETTLE_QUEUE, Services
-from codemojex.service.guesses import Admitted, admit_guess, submit
+from codemojex.service.guesses import Admitted, Refusal, admit_guess, submit
+from codemojex.service.players import Started, balance, leaderboard, start
 from codemojex.service.relay import Relay, relay_once
-from codemojex.service.rounds import RoundPlan, close_and_settle, closed_key, open_round, round_id, schedule
+from codemojex.service.rounds import (
+    RoundPlan,
+    close_and_settle,
+    closed_key,
+    current_round,
+    open_round,
+    round_id,
+    round_of,
+    schedule,
+)
 
 __all__ = [
     "NOTIFY_QUEUE",
     "SCORE_QUEUE",
     "SETTLE_QUEUE",
     "Admitted",
+    "Refusal",
     "Relay",
     "RoundPlan",
     "Services",
+    "Started",
     "admit_guess",
+    "balance",
     "close_and_settle",
     "closed_key",
+    "current_round",
     "derive_id",
+    "leaderboard",
     "open_round",
     "relay_once",
     "round_id",
+    "round_of",
     "schedule",
+    "start",
     "submit",
 ]

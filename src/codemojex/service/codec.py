@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import echomq
+from codemojex.domain import format_guess
 
 __all__ = [
     "BadPayload",
@@ -32,6 +33,8 @@ __all__ = [
     "decode_round_job",
     "derive_id",
     "encode",
+    "note_id",
+    "score_note",
 ]
 
 
@@ -147,3 +150,13 @@ def decode_round_job(data: bytes) -> OpenRound | CloseRound:
 def decode_note(data: bytes) -> Note:
     body = _load(data, "note")
     return Note(_str(body, "k"), _str(body, "p"), _str(body, "r"), _str(body, "x"), _int(body, "a"))
+
+
+def note_id(guess_id: str) -> str:
+    """The id of the score notification of ``guess_id`` (derived: one per guess)."""
+    return derive_id("JOB", "score-note", guess_id)
+
+
+def score_note(round_id: str, player: str, emojis: tuple[str, ...], total: int) -> bytes:
+    """The payload of a guess's score notification."""
+    return encode(Note("score", player, round_id, f"{format_guess(emojis)} scored {total}/600", total))

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NOTIFY_QUEUE", "SCORE_QUEUE", "SETTLE_QUEUE", "Services"]
 
-SCORE_QUEUE = "cm"  # one lane per player; scoring (seed 003: beat 100 ms, lease 10 s)
+# The queues and their beat and lease: docs/architecture.md, the supervision tree of the game.
+
+SCORE_QUEUE = "cm"  # one lane per player; scoring (beat 100 ms, lease 10 s)
 SETTLE_QUEUE = "cm-settle"  # round open/close jobs, delayed to their time (100 ms / 10 s)
 NOTIFY_QUEUE = "cm.notify"  # notifications to players (50 ms / 15 s)
 
@@ -25,7 +27,7 @@ class Services:
     """The game's handles. Cheap to hold; owns nothing (the caller closes pool and connector).
 
     ``suffix`` is appended to every queue name (tests use it to keep runs apart on a
-    shared server); the game itself runs with the seed's names, suffix ``""``.
+    shared server); the game itself runs with the names above, suffix ``""``.
     ``score_shards``: 0 keeps ``cm`` one queue; N spreads it over N shards (one lane per
     player, so a player's guesses stay in order in one shard; docs/capacity.md).
     """
@@ -40,6 +42,7 @@ class Services:
         score_shards: int = 0,
     ) -> None:
         self.pool = pool
+        self.suffix = suffix
         self.connector = connector
         self.cache = cache
         self.scores: AsyncQueue | AsyncShardedQueue = (

@@ -1,4 +1,4 @@
-"""``submit``: the validate-then-admit door of a guess (seed 000 §1).
+"""``submit``: the validate-then-admit door of a guess.
 
 Guarantees:
 
@@ -32,6 +32,15 @@ Rejection order (first that applies): ``no_round``, ``closed`` (not open, or
 not yet opened), ``expired`` (past its closing time), ``bad_guess``,
 ``insufficient``. The charge re-checks the round on the database clock, so a
 round that closes between the check and the charge is still refused.
+
+One read of the round. ``submit`` reads the round once; a caller that already holds
+it (the bot read the current round from the cache tier to word its reply) passes it
+as ``rnd`` and ``submit`` reads it not at all: the checks above run on it, and the
+charge's own check on the database clock stays the word that counts.
+
+The detail of a refusal. With ``explain=True`` a refusal comes back as
+:class:`Refusal` (the reason and, for ``bad_guess``, what is wrong with the guess),
+so a caller words its answer without parsing the guess again.
 """
 
 from __future__ import annotations
@@ -40,16 +49,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal, overload
 
 from codemojex.domain import BadGuess, Guess, merge, parse_guess, validate_guess
 from codemojex.domain.emoji import default_set
-from codemojex.errors import DatabaseError, Reason
+from codemojex.errors import ConfigurationError, DatabaseError, Reason
 from codemojex.service.codec import GuessJob, derive_id, encode
 from codemojex.service.context import Services
 from codemojex.wallet import (
     AlreadyCharged,
     Charged,
     Insufficient,
+    Round,
     RoundRefused,
     balance,
     charge_guess,
@@ -61,7 +72,7 @@ from codemojex.wallet import (
 )
 from echomq import ids
 
-__all__ = ["MAX_ID_LENGTH", "Admitted", "clean_id", "submit"]
+__all__ = ["MAX_ID_LENGTH", "Admitted", "Refusal", "clean_id", "submit"]
 
 log = logging.getLogger("codemojex.guesses")
 
@@ -81,6 +92,18 @@ class Admitted:
     guess: Guess
     balance: int
     queued: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A refused guess (``submit(..., explain=True)``): the reason and what was wrong."""
+
+    reason: Reason
+    detail: str = ""
+
+
+def _refused(reason: Reason, detail: str = "") -> Refusal:
+    return Refusal(reason, detail or reason.value.replace("_", " "))
 
 
 def clean_id(value: object) -> str | None:
@@ -115,52 +138,69 @@ def _parse(raw: object, round_set: str) -> Guess | BadGuess:
     return BadGuess("a guess is text or a sequence of emojis")
 
 
+@overload
 async def submit(services: Services, round_id: object, player: object, guess: object, *,
-                 guess_id: str | None = None, key: str | None = None) -> Admitted | Reason:
+                 guess_id: str | None = None, key: str | None = None, rnd: Round | None = None,
+                 explain: Literal[False] = False) -> Admitted | Reason: ...
+@overload
+async def submit(services: Services, round_id: object, player: object, guess: object, *,
+                 guess_id: str | None = None, key: str | None = None, rnd: Round | None = None,
+                 explain: Literal[True]) -> Admitted | Refusal: ...
+async def submit(services: Services, round_id: object, player: object, guess: object, *,
+                 guess_id: str | None = None, key: str | None = None, rnd: Round | None = None,
+                 explain: bool = False) -> Admitted | Reason | Refusal:
     """Turn an untrusted guess into an admitted job or one closed error (see module doc).
 
     ``key`` (a non-empty string up to 128 characters) or ``guess_id`` (a valid ``JOB``
     id) makes a repeated call idempotent: charged once. Give at most one; a malformed
-    one is a programming error (ValueError), raised before anything is read or written.
+    one is a programming error (:class:`~codemojex.errors.ConfigurationError`), raised
+    before anything is read or written. ``rnd``: the round ``round_id`` names, already
+    read by the caller (it must be that round). ``explain``: a refusal as :class:`Refusal`.
     """
     job_id = _job_id(guess_id, key)
+    if rnd is not None and rnd.id != round_id:
+        raise ConfigurationError(f"rnd is round {rnd.id!r}, not {round_id!r}")
     try:
         with within():  # one bound for every wallet call this submission makes
-            return await _submit(services, round_id, player, guess, job_id)
+            out = await _submit(services, round_id, player, guess, job_id, rnd)
     except DatabaseError as exc:  # Unavailable past the bound, or a failure no retry helps
         log.warning("submit: PostgreSQL unavailable (%s); nothing decided", exc)
-        return Reason.UNAVAILABLE
+        out = _refused(Reason.UNAVAILABLE)
+    if isinstance(out, Admitted) or explain:
+        return out
+    return out.reason
 
 
 def _job_id(guess_id: str | None, key: str | None) -> str | None:
     if guess_id is not None and key is not None:
-        raise ValueError("give guess_id or key, not both")
+        raise ConfigurationError("give guess_id or key, not both")
     if guess_id is not None and not (ids.valid(guess_id) and guess_id.startswith("JOB")):
-        raise ValueError(f"guess_id must be a JOB branded id, not {guess_id!r}")
+        raise ConfigurationError(f"guess_id must be a JOB branded id, not {guess_id!r}")
     if key is not None:
         if clean_id(key) is None:
-            raise ValueError(f"key must be a printable string of 1..{MAX_ID_LENGTH} characters")
+            raise ConfigurationError(f"key must be a printable string of 1..{MAX_ID_LENGTH} characters")
         return derive_id("JOB", "submit", key)
     return guess_id
 
 
 async def _submit(services: Services, round_id: object, player: object, guess: object,
-                  job_id: str | None) -> Admitted | Reason:
+                  job_id: str | None, rnd: Round | None) -> Admitted | Refusal:
     rid = clean_id(round_id)
-    rnd = None if rid is None else await get_round(services.pool, rid)
+    if rid is not None and rnd is None:
+        rnd = await get_round(services.pool, rid)  # the one read of the round
     if rid is None or rnd is None:
-        return Reason.NO_ROUND
+        return _refused(Reason.NO_ROUND)
     now = datetime.now(UTC)
     if rnd.state != "open" or now < rnd.opens_at:
-        return Reason.CLOSED
+        return _refused(Reason.CLOSED)
     if now >= rnd.closes_at:
-        return Reason.EXPIRED
+        return _refused(Reason.EXPIRED)
     parsed = _parse(guess, rnd.emoji_set)
     if isinstance(parsed, BadGuess):
-        return Reason.BAD_GUESS
+        return _refused(Reason.BAD_GUESS, parsed.detail)
     pid = clean_id(player)
     if pid is None:
-        return Reason.INSUFFICIENT  # no such wallet: nothing to charge
+        return _refused(Reason.INSUFFICIENT)  # no such wallet: nothing to charge
     emojis = merge(await locked_positions(services.pool, rid, pid), parsed)
     # The success branch: mint the id at acceptance (or derive it from the caller's key);
     # it is the guess row's key, the charge's ledger ref and the job id, so every later
@@ -170,22 +210,22 @@ async def _submit(services: Services, round_id: object, player: object, guess: o
     if isinstance(charged, AlreadyCharged):  # a repeat (or a retry after a lost commit reply)
         return await _repeat(services, job_id, pid, rid, emojis)
     if isinstance(charged, RoundRefused):
-        return charged.reason
+        return _refused(charged.reason)
     if isinstance(charged, Insufficient):
-        return Reason.INSUFFICIENT
+        return _refused(Reason.INSUFFICIENT)
     if not isinstance(charged, Charged):  # UnknownPlayer
-        return Reason.INSUFFICIENT
+        return _refused(Reason.INSUFFICIENT)
     queued = await admit_guess(services, job_id, GuessJob(rid, pid, emojis))
     return Admitted(job_id, emojis, charged.balance, queued)
 
 
 async def _repeat(services: Services, job_id: str, pid: str, rid: str,
-                  emojis: Guess) -> Admitted | Reason:
+                  emojis: Guess) -> Admitted | Refusal:
     """The answer to a repeated key: the stored guess, charged once, admitted if it was not."""
     stored = await get_guess(services.pool, job_id)
     if stored is None or stored.player != pid or stored.round_id != rid:
         # The key names another player's or round's guess: not this intent.
-        return Reason.BAD_GUESS
+        return _refused(Reason.BAD_GUESS, "this key names another guess")
     queued = False
     if not stored.admitted:
         queued = await admit_guess(services, job_id, GuessJob(rid, pid, stored.emojis))

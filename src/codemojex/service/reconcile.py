@@ -42,16 +42,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-import psycopg
 
 from codemojex.errors import DatabaseError
-from codemojex.service.codec import GuessJob, encode
+from codemojex.service.codec import GuessJob, encode, note_id, score_note
 from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle
-from codemojex.wallet import NotReady
-from codemojex.workers.score_worker import note_id, score_note
+from codemojex.wallet import NotReady, reads
 from echomq import AsyncQueue, AsyncShardedQueue, EchoMQError, Verdict
 
 __all__ = ["Pass", "Reconciler", "reconcile_once", "requeue_dead_ids"]
@@ -81,16 +77,10 @@ async def requeue_dead_ids(queue: AsyncQueue | AsyncShardedQueue, job_ids: list[
     return moved
 
 
-async def _rows(services: Services, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    async with services.pool.connection() as conn:
-        cur = await conn.execute(sql, args)
-        return list(await cur.fetchall())
-
-
 async def _database_up(services: Services) -> bool:
     try:
-        await _rows(services, "SELECT 1", ())
-    except (OSError, psycopg.Error, DatabaseError) as exc:
+        await reads.ping(services.pool)
+    except (OSError, DatabaseError) as exc:
         log.info("reconcile: PostgreSQL does not answer (%r); waiting", exc)
         return False
     return True
@@ -113,17 +103,14 @@ async def _requeue(queue: AsyncQueue | AsyncShardedQueue, counts: Counter[str], 
 
 
 async def _readmit(services: Services, min_age_s: float, limit: int) -> int:
-    rows = await _rows(services, """
-        SELECT id, round_id, player_id, emojis FROM guesses
-        WHERE score IS NULL AND admitted_at IS NOT NULL AND created_at < now() - make_interval(secs => %s)
-        ORDER BY id LIMIT %s""", (min_age_s, limit))
+    rows = await reads.admitted_unscored(services.pool, min_age_s, limit)
     if not rows:
         return 0
-    jobs = await asyncio.gather(*(services.scores.job(str(r[0])) for r in rows))
+    jobs = await asyncio.gather(*(services.scores.job(r[0]) for r in rows))
     gone = [r for r, job in zip(rows, jobs, strict=True) if job is None]
     if not gone:
         return 0
-    items = [(str(i), encode(GuessJob(str(r), str(p), tuple(e))), str(p)) for i, r, p, e in gone]
+    items = [(i, encode(GuessJob(r, p, e)), p) for i, r, p, e in gone]
     verdicts = await services.scores.admit_many(items, serial=True)
     readmitted = sum(v is Verdict.ENQUEUED for v in verdicts)
     for (gid, *_), v in zip(gone, verdicts, strict=True):
@@ -136,25 +123,20 @@ async def _readmit(services: Services, min_age_s: float, limit: int) -> int:
 async def _renotify(services: Services, after: tuple[datetime, str] | None, min_age_s: float,
                     limit: int) -> tuple[int, tuple[datetime, str] | None]:
     if after is None:  # the first pass: start from now
-        ((now,),) = await _rows(services, "SELECT now()", ())
-        return 0, (now, "")
-    rows = await _rows(services, """
-        SELECT id, round_id, player_id, emojis, score, scored_at FROM guesses
-        WHERE (scored_at, id) > (%s, %s) AND scored_at < now() - make_interval(secs => %s)
-        ORDER BY scored_at, id LIMIT %s""", (*after, min_age_s, limit))
+        return 0, (await reads.database_now(services.pool), "")
+    rows = await reads.scored_after(services.pool, after, min_age_s, limit)
     if not rows:
         return 0, after
-    jobs = await asyncio.gather(*(services.notifications.job(note_id(str(r[0]))) for r in rows))
+    jobs = await asyncio.gather(*(services.notifications.job(note_id(r[0])) for r in rows))
     lost = [r for r, job in zip(rows, jobs, strict=True) if job is None]
     if lost:
-        items = [(note_id(str(g)), score_note(str(r), str(p), tuple(e), int(s)), str(p))
-                 for g, r, p, e, s, _ in lost]
+        items = [(note_id(g), score_note(r, p, e, s), p) for g, r, p, e, s, _ in lost]
         verdicts = await services.notifications.admit_many(items, serial=True)
         log.warning("reconcile: %d score notifications were lost; admitted again", len(lost))
         failed = [v for v in verdicts if isinstance(v, Exception)]
         if failed:
             raise failed[0]  # the watermark stays: the next pass checks them again
-    return len(lost), (rows[-1][5], str(rows[-1][0]))
+    return len(lost), (rows[-1][5], rows[-1][0])
 
 
 async def reconcile_once(services: Services, *, counts: Counter[str] | None = None,
@@ -172,11 +154,8 @@ async def reconcile_once(services: Services, *, counts: Counter[str] | None = No
         done.requeued += await _requeue(queue, counts, max_requeues, limit)
     done.readmitted = await _readmit(services, min_age_s, limit)
     done.renotified, done.notes_checked = await _renotify(services, notes_after, min_age_s, limit)
-    overdue = await _rows(services, """
-        SELECT id FROM rounds WHERE state <> 'settled' AND closes_at < now() - make_interval(secs => %s)
-        ORDER BY closes_at LIMIT %s""", (grace_s, limit))
-    for (rid,) in overdue:
-        result = await close_and_settle(services, str(rid))
+    for rid in await reads.overdue_rounds(services.pool, grace_s, limit):
+        result = await close_and_settle(services, rid)
         if isinstance(result, NotReady):
             done.waiting += 1
         elif result is not None:
@@ -220,7 +199,7 @@ class Reconciler:
                 self.readmitted += done.readmitted
                 self.settled += done.settled
                 self.last_pass_at = time.monotonic()
-            except (OSError, EchoMQError, psycopg.Error, DatabaseError) as exc:
+            except (OSError, EchoMQError, DatabaseError) as exc:
                 log.warning("reconcile pass failed (%r); next pass in %.1fs", exc, self.interval_s)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.interval_s)

@@ -11,17 +11,22 @@ so every step is idempotent under re-delivery:
   delayed to that time plus the gap. Both ids are derived, so a re-run admits
   nothing new (DUPLICATE).
 * The close job (:func:`close_and_settle`) takes the one-shot ``SET NX`` on
-  ``cm:<round>:closed`` (it records who closed the round first; a re-run finds it
-  taken and carries on, because the work is idempotent), closes the round in
-  PostgreSQL (no charge can land after that commit), and settles it once every
-  charged guess is scored: the pure sealed pass pays each winner once
-  (``payout:<round>:<player>`` is a unique ledger ref), so any number of runs,
-  sequential or concurrent, pay identically and once. Each payout gets a
-  notification with a derived id.
+  ``cm:<round>:closed`` (a re-run that finds it taken reads what an earlier run left
+  there), closes the round in PostgreSQL (no charge can land after that commit), and
+  settles it once every charged guess is scored: the pure sealed pass pays each winner
+  once (``payout:<round>:<player>`` is a unique ledger ref), so any number of runs,
+  sequential or concurrent, pay identically and once. Each payout gets a notification
+  with a derived id. Once settled, the marker's value becomes ``settled``; that
+  decides a re-run's path: a re-delivered close job (or the reconciler) that finds
+  it skips the close transaction and only reads the stored payouts to re-admit their
+  notes. A marker lost with Valkey costs only that shortcut: PostgreSQL stays the truth.
+* :func:`current_round` and :func:`round_of` read the cache tier first and
+  PostgreSQL on a miss (:mod:`codemojex.cache`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,22 +37,34 @@ from codemojex.domain.payouts import Payout
 from codemojex.errors import ConfigurationError
 from codemojex.service.codec import CloseRound, Note, OpenRound, derive_id, encode
 from codemojex.service.context import Services
-from codemojex.wallet import NotReady, Round, amount, close_round, create_round, get_round, settle_round
-from echomq import ids
+from codemojex.wallet import (
+    NotReady,
+    Round,
+    amount,
+    close_round,
+    create_round,
+    get_round,
+    reads,
+    settle_round,
+)
+from echomq import EchoMQError, ids
 
 __all__ = [
     "CLOSED_TTL_S",
     "RoundPlan",
     "close_and_settle",
     "closed_key",
+    "current_round",
     "open_round",
     "round_id",
+    "round_of",
     "schedule",
 ]
 
 log = logging.getLogger("codemojex.rounds")
 
 CLOSED_TTL_S = 7 * 24 * 3600  # the one-shot marker outlives any re-delivery of the close job
+SETTLED = b"settled"  # the close marker's value once the round's settlement committed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +130,7 @@ async def open_round(services: Services, job: OpenRound) -> Round:
     rnd = await get_round(services.pool, job.round_id)
     assert rnd is not None  # just created (or created by an earlier run)
     if services.cache is not None:
-        services.cache.put_round(rnd)
+        services.cache.put_round(rnd, current=True)
         services.cache.put_emoji_set(emoji_set)
     due = _ms_until(rnd.closes_at)
     await services.settlements.admit(derive_id("JOB", "close", rnd.id), encode(CloseRound(rnd.id)),
@@ -139,11 +156,13 @@ async def close_and_settle(services: Services, rid: str) -> tuple[Payout, ...] |
     are still unscored (run again later), or None for an unknown round."""
     first = await services.connector.command("SET", closed_key(rid), str(ids.generate("CLS")), "NX",
                                              "EX", CLOSED_TTL_S)
-    if not first:
-        log.info("round %s: close re-run (the one-shot marker is taken); finishing idempotently", rid)
-    state = await close_round(services.pool, rid)
-    if state is None:
-        return None
+    before = None if first else await services.connector.command("GET", closed_key(rid))
+    if before is not None:
+        log.info("round %s: close re-run (marker %r); finishing idempotently", rid, before)
+    if before != SETTLED:  # settled: the close committed long ago, only the notes are left
+        state = await close_round(services.pool, rid)
+        if state is None:
+            return None
     result = await settle_round(services.pool, rid)
     if isinstance(result, NotReady):
         return result
@@ -155,8 +174,25 @@ async def close_and_settle(services: Services, rid: str) -> tuple[Payout, ...] |
         for v in verdicts:
             if isinstance(v, Exception):
                 raise v  # the close job retries; the payouts stand and the notes dedupe
-    if services.cache is not None:
-        rnd = await get_round(services.pool, rid)
-        if rnd is not None:
-            services.cache.put_round(rnd)
+    if before != SETTLED:
+        with contextlib.suppress(EchoMQError):  # best effort: it only shortens a re-run
+            await services.connector.command("SET", closed_key(rid), SETTLED, "XX", "KEEPTTL")
+        if services.cache is not None:
+            rnd = await get_round(services.pool, rid)
+            if rnd is not None:
+                services.cache.put_round(rnd)
     return result
+
+
+async def current_round(services: Services) -> Round | None:
+    """The round accepting guesses now: from the cache tier, else PostgreSQL."""
+    if services.cache is not None:
+        return await services.cache.current_round(services.pool)
+    return await reads.current_round(services.pool)
+
+
+async def round_of(services: Services, rid: str) -> Round | None:
+    """Round ``rid``: from the cache tier, else PostgreSQL (None: no such round)."""
+    if services.cache is not None:
+        return await services.cache.round(services.pool, rid)
+    return await get_round(services.pool, rid)

@@ -30,6 +30,7 @@ from codemojex.wallet.money import (
     start_ref,
 )
 from codemojex.wallet.pending import PendingGuess, StoredGuess, get_guess, mark_admitted, unadmitted
+from codemojex.wallet.players import balance, ensure_player
 from codemojex.wallet.results import (
     AlreadyApplied,
     AlreadyCharged,
@@ -47,10 +48,8 @@ from codemojex.wallet.results import (
 )
 from codemojex.wallet.rounds import (
     Round,
-    balance,
     close_round,
     create_round,
-    ensure_player,
     get_round,
     locked_positions,
     record_score,

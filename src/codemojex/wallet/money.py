@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.errors import Reason
+from codemojex.errors import ConfigurationError, Reason
 from codemojex.wallet.amounts import amount as checked
 from codemojex.wallet.locks import Conn, lock
 from codemojex.wallet.results import (
@@ -206,14 +206,14 @@ async def pay(
     Idempotent twice over: a second call with the same ``ref``, or any second
     payout of the same round to the same player, returns :class:`AlreadyPaid`
     and changes nothing. Paying from an open or unknown round is a programming
-    error and raises ValueError (the pot is fixed at close).
+    error and raises ConfigurationError (the pot is fixed at close).
     """
     amount = checked(amount, "amount")
     async with transaction(pool) as conn:
         locked = await lock(conn, round_id=round_id, round_mode="update", players=[player])
         if locked.round is None or locked.round.state == "open":
             what = "unknown" if locked.round is None else "open"
-            raise ValueError(f"round {round_id!r} is {what}: pay after close")
+            raise ConfigurationError(f"round {round_id!r} is {what}: pay after close")
         if player not in locked.balances:
             return UnknownPlayer(player)
         return await pay_locked(conn, round_id, player, amount, ref, guess_id)

@@ -1,4 +1,5 @@
-"""Players, rounds, scores and position locks in PostgreSQL (settlement: :mod:`.settle`).
+"""Rounds, scores and position locks in PostgreSQL (players: :mod:`.players`; settlement:
+:mod:`.settle`; reads outside a movement: :mod:`.reads`).
 
 Every call is one transaction with its isolation level set
 (:func:`codemojex.wallet.tx.transaction`), retried on a transient failure, and
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -20,14 +22,14 @@ from codemojex.wallet.results import AlreadyScored, Scored, UnknownGuess
 from codemojex.wallet.tx import retried, transaction
 
 __all__ = [
+    "ROUND_COLUMNS",
     "Round",
-    "balance",
     "close_round",
     "create_round",
-    "ensure_player",
     "get_round",
     "locked_positions",
     "record_score",
+    "round_from_row",
     "scored_guesses",
 ]
 
@@ -44,27 +46,18 @@ class Round:
     pot: int
 
 
-@retried
-async def ensure_player(
-    pool: AsyncConnectionPool, player: str, *, name: str = "", chat_id: int | None = None
-) -> bool:
-    """Create the player with balance 0 if absent; True if created. Never changes a balance."""
-    async with transaction(pool) as conn:
-        cur = await conn.execute(
-            "INSERT INTO players (id, name, chat_id) VALUES (%s, %s, %s)"
-            " ON CONFLICT (id) DO NOTHING RETURNING id",
-            (player, name, chat_id),
-        )
-        return await cur.fetchone() is not None
+# A round as one row. An open round's pot is the sum of its ledger legs so far; the
+# column is written when the round closes.
+ROUND_COLUMNS = (
+    "id, emoji_set, secret, opens_at, closes_at, state, guess_price,"
+    " CASE WHEN state = 'open' THEN (SELECT coalesce(sum(amount), 0) FROM ledger"
+    " WHERE account = 'round:' || rounds.id) ELSE pot END"
+)
 
 
-@retried
-async def balance(pool: AsyncConnectionPool, player: str) -> int | None:
-    """The player's balance, or None for an unknown player."""
-    async with transaction(pool) as conn:
-        cur = await conn.execute("SELECT balance FROM players WHERE id = %s", (player,))
-        row = await cur.fetchone()
-        return None if row is None else int(row[0])
+def round_from_row(r: Sequence[Any]) -> Round:
+    """The :class:`Round` of a row selected with :data:`ROUND_COLUMNS`."""
+    return Round(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]))
 
 
 @retried
@@ -96,19 +89,9 @@ async def create_round(
 @retried
 async def get_round(pool: AsyncConnectionPool, round_id: str) -> Round | None:
     async with transaction(pool) as conn:
-        cur = await conn.execute(
-            # An open round's pot is the sum of its ledger legs so far; the column is
-            # written when the round closes.
-            "SELECT id, emoji_set, secret, opens_at, closes_at, state, guess_price,"
-            " CASE WHEN state = 'open' THEN (SELECT coalesce(sum(amount), 0) FROM ledger"
-            " WHERE account = 'round:' || rounds.id) ELSE pot END"
-            " FROM rounds WHERE id = %s",
-            (round_id,),
-        )
+        cur = await conn.execute(f"SELECT {ROUND_COLUMNS} FROM rounds WHERE id = %s", (round_id,))
         r = await cur.fetchone()
-    if r is None:
-        return None
-    return Round(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]))
+    return None if r is None else round_from_row(r)
 
 
 @retried

@@ -38,7 +38,7 @@ from typing import Literal, ParamSpec, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from codemojex.errors import DatabaseError, Unavailable
+from codemojex.errors import ConfigurationError, DatabaseError, Unavailable
 from codemojex.wallet.locks import Conn
 
 # Jitter from a generator of our own: a library never draws from (or perturbs) the
@@ -76,7 +76,8 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if not (self.deadline_s >= 0 and 0 < self.first_delay_s <= self.max_delay_s and self.checkout_s > 0):
-            raise ValueError("RetryPolicy: deadline_s >= 0, 0 < first_delay_s <= max_delay_s, checkout_s > 0")
+            raise ConfigurationError(
+                "RetryPolicy: deadline_s >= 0, 0 < first_delay_s <= max_delay_s, checkout_s > 0")
 
 
 DEFAULT_POLICY = RetryPolicy()

@@ -1,12 +1,13 @@
-"""The game's consumers, one module per queue, with the seed's numbers (seed 003 §1).
+"""The game's consumers, one module per queue, each with its beat and lease
+(docs/architecture.md, the supervision tree of the game).
 
-score_worker  ``cm``         beat 100 ms, lease 10 s   score once, lock positions, notify
+score         ``cm``         beat 100 ms, lease 10 s   score once, lock positions, notify
 settle        ``cm-settle``  beat 100 ms, lease 10 s   open rounds, close and settle them
 notify        ``cm.notify``  beat 50 ms,  lease 15 s   deliver notifications (console for now)
 """
 
 from codemojex.workers.notify import ConsoleDelivery, Delivered, Delivery, Failed, NotifyWorker, RateLimited
-from codemojex.workers.score_worker import ScoreWorker
+from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Notifications on queue ``cm.notify`` (seed 003: beat 50 ms, lease 15 s).
+"""Notifications on queue ``cm.notify`` (beat 50 ms, lease 15 s).
 
 A :class:`Delivery` sends one notification and classifies the result; the
 handler maps it to the queue's outcomes: :class:`Delivered` → ack,

@@ -1,4 +1,4 @@
-"""Round lifecycle on queue ``cm-settle`` (seed 003: beat 100 ms, lease 10 s).
+"""Round lifecycle on queue ``cm-settle`` (beat 100 ms, lease 10 s).
 
 Two kinds of job, both delayed to their time and both idempotent (see
 :mod:`codemojex.service.rounds`): *open* creates a round and schedules its close

@@ -1,4 +1,4 @@
-"""Scoring on queue ``cm`` (seed 003: beat 100 ms, lease 10 s).
+"""Scoring on queue ``cm`` (beat 100 ms, lease 10 s: docs/architecture.md, the supervision tree).
 
 Guarantees, however often a guess is delivered (at-least-once):
 
@@ -11,20 +11,23 @@ Guarantees, however often a guess is delivered (at-least-once):
   stored), so a crash between the two loses nothing.
 
 Scoring itself is pure (:func:`codemojex.domain.score`): the same secret and guess
-always give the same score.
+always give the same score. The secret is read from the cache tier, PostgreSQL on a
+miss (:func:`codemojex.service.round_of`): a guess costs the wallet no round read
+while the cache answers.
 """
 
 from __future__ import annotations
 
 import logging
 
-from codemojex.domain import exact_positions, format_guess, score
-from codemojex.service.codec import BadPayload, Note, decode_guess, derive_id, encode
+from codemojex.domain import exact_positions, score
+from codemojex.service.codec import BadPayload, decode_guess, note_id, score_note
 from codemojex.service.context import SCORE_QUEUE, Services
-from codemojex.wallet import AlreadyScored, Scored, get_round, record_score
+from codemojex.service.rounds import round_of
+from codemojex.wallet import AlreadyScored, Scored, record_score
 from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
-__all__ = ["OPTIONS", "QUEUE", "ScoreWorker", "note_id", "score_note"]
+__all__ = ["OPTIONS", "QUEUE", "ScoreWorker"]
 
 log = logging.getLogger("codemojex.score")
 
@@ -32,32 +35,16 @@ QUEUE = SCORE_QUEUE
 OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=32)
 
 
-def note_id(guess_id: str) -> str:
-    """The id of the score notification of ``guess_id`` (derived: one per guess)."""
-    return derive_id("JOB", "score-note", guess_id)
-
-
-def score_note(round_id: str, player: str, emojis: tuple[str, ...], total: int) -> bytes:
-    """The payload of a guess's score notification."""
-    return encode(Note("score", player, round_id, f"{format_guess(emojis)} scored {total}/600", total))
-
-
 class ScoreWorker:
-    """The handler of ``cm``; keeps round secrets in memory (they never change)."""
+    """The handler of ``cm``; reads each round's secret from the cache tier."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self._secrets: dict[str, tuple[str, ...]] = {}
         self.scored = 0  # first-time scores stored by this worker
 
     async def _secret(self, rid: str) -> tuple[str, ...] | None:
-        secret = self._secrets.get(rid)
-        if secret is None:
-            rnd = await get_round(self.services.pool, rid)
-            if rnd is None:
-                return None
-            secret = self._secrets[rid] = rnd.secret
-        return secret
+        rnd = await round_of(self.services, rid)
+        return None if rnd is None else rnd.secret
 
     async def handle(self, lease: Lease) -> Outcome:
         try:
