@@ -40,25 +40,25 @@ async def test_a_restarted_child_is_a_new_consumer_and_its_stats_add_up(queue: A
     try:
         first = [generate("JOB") for _ in range(5)]
         await queue.enqueue_many([(i, b"") for i in first])
-        await wait_for(lambda: _done(queue, 5))
-        await wait_for(lambda: _true(child.stats.completed == 5))  # counted after the reply
+        await wait_for(lambda: _done(queue, 5), within=30)
+        await wait_for(lambda: _true(child.stats.completed == 5), within=30)  # counted after the reply
         before = child.current
         assert before is not None and before.stats.completed == 5
         # The consumer's task ends (cancelled from outside): the supervisor starts the child again.
         task = sup.task("consumer")
         assert task is not None
         task.cancel()
-        await wait_for(lambda: _true(child.starts == 2 and child.current is not before))
+        await wait_for(lambda: _true(child.starts == 2 and child.current is not before), within=30)
         second = [generate("JOB") for _ in range(4)]
         await queue.enqueue_many([(i, b"") for i in second])
-        await wait_for(lambda: _done(queue, 9))
-        await wait_for(lambda: _true(child.stats.completed == 9))
+        await wait_for(lambda: _done(queue, 9), within=30)
+        await wait_for(lambda: _true(child.stats.completed == 9), within=30)
         assert child.current is not None and child.current.stats.completed == 4
         assert child.stats.completed == 9  # the ended consumer's 5 and the running one's 4
         assert child.stats.claimed == 9
     finally:
         sup.stop()
-        await asyncio.wait_for(tree, 10)
+        await asyncio.wait_for(tree, 30)
     assert sorted(seen) == sorted(first + second)
 
 
@@ -72,9 +72,9 @@ async def test_spec_stops_gracefully_within_the_consumers_grace(queue: AsyncQueu
     assert (spec.name, spec.restart, spec.shutdown_s) == ("c", "permanent", FAST.grace_s + 1)
     child.stop()  # before any start: nothing to stop, no error
     run = asyncio.create_task(child.run())
-    await wait_for(lambda: _true(child.current is not None))
+    await wait_for(lambda: _true(child.current is not None), within=30)
     child.stop()
-    await asyncio.wait_for(run, 10)  # the stop ends run() by itself, no cancel
+    await asyncio.wait_for(run, 30)  # the stop ends run() by itself, no cancel
     assert child.starts == 1 and child.stats.completed == 0
 
 
