@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 
 from echomq import keyspace
+from echomq.errors import InvalidArgument
 from echomq.scripts import bundle
 
 __all__ = ["ROLES", "acl_rules", "script_commands", "setuser"]
@@ -75,7 +76,7 @@ def script_commands(name: str) -> frozenset[str]:
 def acl_rules(role: str, queues: Iterable[str] | None = None) -> list[str]:
     """The ``ACL SETUSER`` rules of ``role``, for ``queues`` (None: every queue)."""
     if role not in _PLAN:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        raise InvalidArgument(f"role must be one of {', '.join(ROLES)}")
     scripts, plain, publishes = _PLAN[role]
     commands = set(_BASE) | set(plain)
     for script in scripts:
@@ -91,5 +92,5 @@ def acl_rules(role: str, queues: Iterable[str] | None = None) -> list[str]:
 def setuser(user: str, password: str, role: str, queues: Sequence[str] | None = None) -> list[str]:
     """The whole ``ACL SETUSER`` command (arguments) for ``user`` with ``role``, enabled."""
     if not user or " " in user or not password:
-        raise ValueError("a user name without spaces and a non-empty password are required")
+        raise InvalidArgument("a user name without spaces and a non-empty password are required")
     return ["ACL", "SETUSER", user, *acl_rules(role, queues), "on", f">{password}"]

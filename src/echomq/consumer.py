@@ -58,15 +58,15 @@ import os
 import time
 from collections.abc import Callable
 
-from echomq._async.connector import WakeSubscription
 from echomq._async.queue import AsyncQueue
+from echomq._async.seam import WakeSubscription
 from echomq._threads import HandlerThreads
 from echomq.ack_batcher import AckBatcher
 from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
 from echomq.errors import ConfigurationError, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
-from echomq.lease_table import LeaseTable
+from echomq.lease_table import LeaseTable, cancel_and_wait
 from echomq.model import Completion, Lease, RetryOutcome
 from echomq.outcomes import Ack, Backoff, Defer, Outcome
 from echomq.parking import Parking
@@ -76,23 +76,6 @@ from echomq.upkeep_duty import UpkeepDuty
 __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 
 log = logging.getLogger("echomq.consumer")
-
-async def _cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and wait until all have ended.
-
-    A cancellation can be lost inside a library (on Python 3.11 one that races a
-    completion inside ``wait_for``/``timeout`` is swallowed), so a task still running
-    after a second is cancelled again rather than waited on forever.
-    """
-    pending = {t for t in tasks if not t.done()}
-    while pending:
-        for task in pending:
-            task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=1.0)
-    for task in tasks:
-        if not task.cancelled():
-            task.exception()  # retrieve it: an aux loop's failure was already logged
-
 
 class Consumer:
     """Drain ``queue`` with ``handler``; run with ``await consumer.run()``."""
@@ -151,8 +134,8 @@ class Consumer:
             if self._threads is not None:
                 self._threads.close()
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
-            await _cancel_and_wait(aux)
-            await _cancel_and_wait(self._leases.tasks())
+            await cancel_and_wait(aux)
+            await cancel_and_wait(self._leases.tasks())
         if self._fatal is not None:
             raise self._fatal
 

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, InvalidJobId
 
 __all__ = [
     "ALPHABET",
@@ -81,7 +81,7 @@ def _encode(value: int, chars: int) -> str:
 
 def _check_kind(kind: object) -> None:
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
-        raise ValueError(f"an id kind is three uppercase ASCII letters, not {kind!r}")
+        raise InvalidArgument(f"an id kind is three uppercase ASCII letters, not {kind!r}")
     if type(kind) is str:
         _known_kinds.add(kind)
 
@@ -162,7 +162,7 @@ def _minter(
         if type(kind) is not str or kind not in known:
             _check_kind(kind)
         if type(n) is not int or n < 0:
-            raise ValueError(f"generate_many needs a count >= 0, not {n!r}")
+            raise InvalidArgument(f"generate_many needs a count >= 0, not {n!r}")
         out: list[str] = []
         if not n:
             return out
@@ -197,14 +197,14 @@ def valid(candidate: object) -> bool:
 def kind_of(branded: str) -> str:
     """The three-letter kind of a valid branded id."""
     if not valid(branded):
-        raise ValueError(f"not a branded id: {branded!r}")
+        raise InvalidJobId(f"not a branded id: {branded!r}")
     return branded[:KIND_LENGTH]
 
 
 def timestamp_ms(branded: str) -> int:
     """The Unix millisecond at which ``branded`` was minted."""
     if not valid(branded):
-        raise ValueError(f"not a branded id: {branded!r}")
+        raise InvalidJobId(f"not a branded id: {branded!r}")
     return int(branded[KIND_LENGTH : KIND_LENGTH + 10].translate(_DECODE), 32)
 
 

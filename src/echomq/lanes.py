@@ -11,16 +11,15 @@ the same defaults (``serial=False``): there is one admission verb.
 
 from __future__ import annotations
 
-from echomq._async.cluster import AsyncClusterConnector
-from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
+from echomq._async.seam import ScriptConnector
 from echomq.model import Verdict
 
 __all__ = ["enqueue"]
 
 
 async def enqueue(
-    conn: AsyncConnector | AsyncClusterConnector, queue: str, lane: str, job_id: str,
+    conn: ScriptConnector, queue: str, lane: str, job_id: str,
     payload: bytes, *, serial: bool = False,
 ) -> Verdict:
     """``AsyncQueue(conn, queue).admit(job_id, payload, lane=lane, serial=serial)``."""

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from echomq.model import Lease
 
-__all__ = ["LeaseTable"]
+__all__ = ["LeaseTable", "cancel_and_wait"]
 
 
 class LeaseTable:
@@ -72,3 +72,20 @@ class LeaseTable:
             yield
         finally:
             self._finishing.discard(lease.id)
+
+
+async def cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait until all have ended.
+
+    A cancellation can be lost inside a library (on Python 3.11 one that races a
+    completion inside ``wait_for``/``timeout`` is swallowed), so a task still running
+    after a second is cancelled again rather than waited on forever.
+    """
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieve it: an aux loop's failure was already logged

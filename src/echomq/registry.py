@@ -25,6 +25,7 @@ from typing import Any
 from echomq import keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
+from echomq.errors import InvalidArgument
 from echomq.scripts import load
 
 __all__ = ["MinuteCounts", "Registration", "worker_name"]
@@ -72,7 +73,7 @@ class Registration:
                  name: str | None = None, beat_s: float = 2.0, ttl_s: float = 10.0,
                  about: Callable[[], dict[str, Any]] | None = None) -> None:
         if ttl_s < 2 * beat_s or beat_s <= 0:
-            raise ValueError("ttl_s must cover at least two beats, and beat_s be > 0")
+            raise InvalidArgument("ttl_s must cover at least two beats, and beat_s be > 0")
         self.connector = connector
         self.queues = [keyspace.check_queue(q) for q in queues]
         self.name = name or worker_name()

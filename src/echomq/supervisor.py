@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, InvalidArgument
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorGaveUp", "run_until_signal"]
 
@@ -57,7 +57,7 @@ class Supervisor:
         name: str = "supervisor",
     ) -> None:
         if strategy not in ("one_for_one", "rest_for_one"):
-            raise ValueError(f"unknown strategy {strategy!r}")
+            raise InvalidArgument(f"unknown strategy {strategy!r}")
         self.children = list(children)
         self.strategy = strategy
         self.max_restarts = max_restarts

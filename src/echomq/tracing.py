@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("tracing needs the extra: pip install 'echomq[tracing]'") from exc
 
 from echomq._async.queue import AsyncQueue
+from echomq.decoders import text
 from echomq.errors import EchoMQError
 from echomq.model import Lease, Verdict
 from echomq.outcomes import Backoff, Defer, Outcome
@@ -87,7 +88,7 @@ class JobTracer:
     async def context_of(self, lease: Lease) -> Any:
         """The producer's context stored in the job's row (an empty context if none)."""
         value = await self.queue.connector.command("HGET", self.queue.job_key(lease.id), _FIELD)
-        carrier = {_FIELD: value.decode()} if value else {}
+        carrier = {_FIELD: text(value)} if value else {}
         return _PROPAGATOR.extract(carrier)
 
     def wrap(self, handler: Any, is_async: bool) -> Any:

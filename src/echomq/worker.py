@@ -41,6 +41,7 @@ from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
 from echomq._async.scheduler import AsyncScheduler
 from echomq.consumer import Consumer, ConsumerOptions, Handler
+from echomq.errors import InvalidArgument
 from echomq.eviction import check_eviction_policy
 from echomq.failures import failure_text
 from echomq.model import Lease, QueueOptions
@@ -84,13 +85,13 @@ class WorkerSettings:
 
     def __post_init__(self) -> None:
         if not self.handlers:
-            raise ValueError("a worker needs at least one queue and its handler")
+            raise InvalidArgument("a worker needs at least one queue and its handler")
         for queue, handler in self.handlers.items():
             keyspace.check_queue(queue)
             if not callable(handler):
                 raise TypeError(f"the handler of queue {queue!r} is not callable")
         if self.grace_s < 0:
-            raise ValueError("grace_s must be >= 0")
+            raise InvalidArgument("grace_s must be >= 0")
         if self.schedules:
             AsyncScheduler(_NO_CONNECTOR, self.schedules)  # refuses bad schedules now (no I/O)
         self.consumer_options()  # refuses bad numbers now, not at the first claim
@@ -136,19 +137,19 @@ def load_target(target: str) -> Any:
     """Import ``package.module:attribute`` (the current directory is importable)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"expected package.module:attribute, got {target!r}")
+        raise InvalidArgument(f"expected package.module:attribute, got {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+        raise InvalidArgument(f"cannot import {module_name!r}: {exc}") from None
     obj: Any = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
+            raise InvalidArgument(f"{module_name!r} has no attribute {attr!r}") from None
     return obj
 
 
@@ -251,7 +252,7 @@ class Worker:
         if self._connector is None:
             url = s.url or server_url_from_env()
             if not url:
-                raise ValueError("no server: give a url (or --url) or set ECHOMQ_URL")
+                raise InvalidArgument("no server: give a url (or --url) or set ECHOMQ_URL")
             self._connector = connect_async(url)
         connector = self._connector
         try:
@@ -395,10 +396,10 @@ def settings_for(target: Any, **overrides: Any) -> WorkerSettings:
     if isinstance(target, WorkerSettings) or (inspect.isclass(target) and hasattr(target, "handlers")):
         settings = WorkerSettings.from_object(target)
         if queues:
-            raise ValueError("--queue is for a handler; a WorkerSettings names its own queues")
+            raise InvalidArgument("--queue is for a handler; a WorkerSettings names its own queues")
         return replace(settings, **given)
     if not callable(target):
-        raise ValueError(f"{target!r} is neither a handler nor a WorkerSettings")
+        raise InvalidArgument(f"{target!r} is neither a handler nor a WorkerSettings")
     if not queues:
-        raise ValueError("give --queue for the handler (one or more)")
+        raise InvalidArgument("give --queue for the handler (one or more)")
     return WorkerSettings(handlers={q: target for q in queues}, **given)

@@ -25,6 +25,7 @@ from echomq import (
     Lease,
     ProtocolVersionError,
     QueueOptions,
+    RetryOutcome,
     Verdict,
     generate,
 )
@@ -79,7 +80,7 @@ async def _setup(q: AsyncQueue) -> tuple[Lease, str]:
     await q.admit(generate("JOB"), b"later", delay_ms=60_000)
     lease, victim = await q.claim(2, lease_ms=60_000)
     one = AsyncQueue(q.connector, q.name, options=QueueOptions(max_attempts=1))
-    assert (await one.retry(victim, delay_ms=0)).value == "dead"
+    assert await one.retry(victim, delay_ms=0) is RetryOutcome.DEAD
     return lease, victim.id
 
 

@@ -123,7 +123,8 @@ _FAILED_FOR_S = 10.0  # a failover takes 2-5 s; a node failed longer ago is trie
 
 
 class AsyncClusterConnector:
-    """A Valkey Cluster reached through its seed nodes; the same interface as AsyncConnector."""
+    """A Valkey Cluster reached through its seed nodes; a
+    :class:`~echomq._async.seam.ScriptConnector`, as :class:`AsyncConnector` is."""
 
     def __init__(
         self,

@@ -22,12 +22,13 @@ import asyncio
 import random
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import redis.asyncio as redis_client
 from redis import exceptions as rex
 
 from echomq import _edge, _wire
+from echomq._async.seam import Read, WakeSubscription
 from echomq._async.wire import AsyncWire
 from echomq.errors import ServerUnavailable
 from echomq.protocol import Call
@@ -37,11 +38,8 @@ from echomq.scripts import Script
 # process-wide `random` state its users and their test tools rely on.
 _rng = random.Random()
 
-__all__ = ["AsyncConnector", "Call", "WakeSubscription", "is_transient"]
+__all__ = ["AsyncConnector", "Call", "Read", "WakeSubscription", "is_transient"]
 
-Read = Call | Sequence[Any]
-"""A plain command (``("ZRANGE", key, 0, 9)``) or a call of a ``no-writes`` script sent
-after the script calls of a flush; reads are sent again with every NOSCRIPT round."""
 
 
 def _pack(read: Read) -> bytes:
@@ -87,7 +85,8 @@ def check_calls(calls: Sequence[Call]) -> None:
 
 
 class AsyncConnector:
-    """One Valkey endpoint (a URL: ``redis://``, ``rediss://`` or ``unix://``)."""
+    """One Valkey endpoint (a URL: ``redis://``, ``rediss://`` or ``unix://``); a
+    :class:`~echomq._async.seam.ScriptConnector`."""
 
     def __init__(self, client: Any, *, retry_budget_s: float = 10.0) -> None:
         self.client = client
@@ -344,14 +343,6 @@ class AsyncConnector:
             pubsub = self.client.pubsub()
             await pubsub.ssubscribe(channel)
         return Subscription(pubsub)
-
-
-class WakeSubscription(Protocol):
-    """A subscription to a queue's wake channel (single server or cluster)."""
-
-    async def get_message(self, ignore_subscribe_messages: bool = True, **wait: Any) -> Any: ...
-
-    async def aclose(self) -> None: ...
 
 
 class Subscription:

@@ -15,13 +15,11 @@ queue's protocol version itself (docs/decisions/0011), so every method raises
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from echomq import handoff as h
 from echomq import protocol as p
-from echomq._async.cluster import AsyncClusterConnector
-from echomq._async.connector import AsyncConnector, WakeSubscription
 from echomq._async.memory import typed_refusals
+from echomq._async.seam import Reply, ScriptConnector, WakeSubscription
 from echomq._async.upkeep import AsyncUpkeep
 from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable
@@ -47,13 +45,13 @@ class AsyncQueue:
     """
 
     def __init__(
-        self, connector: AsyncConnector | AsyncClusterConnector, name: str, *,
+        self, connector: ScriptConnector, name: str, *,
         options: QueueOptions | None = None,
     ) -> None:
         self.k = p.QueueKeys.of(name)
         if options is not None and not isinstance(options, QueueOptions):
             raise InvalidArgument(f"options must be QueueOptions, not {type(options).__name__}")
-        self.connector = connector
+        self.connector: ScriptConnector = connector
         self.name = name
         self.options = options or QueueOptions()
         self.keys = self.k.as_dict()
@@ -68,7 +66,7 @@ class AsyncQueue:
     def _payload(self, payload: object) -> bytes:
         return p.check_payload(payload, self.options.max_payload)
 
-    async def _run(self, call: Call) -> Any:
+    async def _run(self, call: Call) -> Reply:
         return await self.connector.run(call)
 
     async def fence(self) -> str:
@@ -161,18 +159,17 @@ class AsyncQueue:
         calls: list[Call] = []
         where: list[int] = []
         for i, item in enumerate(items):
-            try:
-                job_id, payload, *rest = item
-                if len(rest) > 1:
-                    raise ValueError(item)
-                lane = rest[0] if rest else None
-                calls.append(self._admit_call(job_id, payload, lane, 0, serial, None))
-            except EchoMQError as exc:
-                out.append(exc)
-                continue
-            except (TypeError, ValueError):
+            shape = len(item) if isinstance(item, tuple | list) else 0
+            if shape not in (2, 3):
                 out.append(InvalidArgument(
                     f"item {i}: expected an (id, payload) pair or an (id, payload, lane) triple"))
+                continue
+            job_id, payload, *rest = item
+            try:
+                calls.append(self._admit_call(job_id, payload, rest[0] if rest else None, 0,
+                                              serial, None))
+            except EchoMQError as exc:
+                out.append(exc)
                 continue
             out.append(Verdict.DUPLICATE)  # placeholder, replaced below
             where.append(i)
@@ -198,7 +195,7 @@ class AsyncQueue:
             if reply_code(exc) not in ("BUSY", "OOM"):
                 raise
 
-    async def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
+    async def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Reply]:
         """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
         on its connection, and a job written but acknowledged by too few replicas gets
         :class:`NotDurable` in its place. DUPLICATE carries no durability claim: WAIT
@@ -207,7 +204,7 @@ class AsyncQueue:
         if not o.durable_replicas:
             replies = await self.connector.pipeline(calls, flush=flush)
             return await typed_refusals(self.connector, self.name, replies)
-        out: list[Any] = []
+        out: list[Reply] = []
         step = flush or len(calls)
         for start in range(0, len(calls), step):
             replies, acked = await self.connector.pipeline_wait(

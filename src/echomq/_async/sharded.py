@@ -108,9 +108,9 @@ class AsyncShardedQueue:
         for i, item in enumerate(items):
             try:
                 fields = tuple(item)
-                if len(fields) != width:
-                    raise ValueError
-            except (TypeError, ValueError):
+            except TypeError:
+                fields = ()
+            if len(fields) != width:
                 shape = "(id, payload, lane) triple" if width == 3 else "(id, payload) pair"
                 out[i] = InvalidArgument(f"item {i}: expected an {shape}")
                 continue

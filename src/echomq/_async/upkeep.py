@@ -17,10 +17,11 @@ and sends through its connector).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from echomq import protocol as p
 from echomq._async.memory import memory_status
+from echomq._async.seam import Reply
 from echomq.errors import InvalidArgument
 from echomq.memory import MemoryStatus
 from echomq.model import JobView, QueueOptions, Stats
@@ -43,7 +44,7 @@ class AsyncUpkeep:
     def options(self) -> QueueOptions:
         return self.queue.options
 
-    async def _run(self, call: Call) -> Any:
+    async def _run(self, call: Call) -> Reply:
         return await self.queue.connector.run(call)
 
     async def _peek(self, state: str, count: int, start: int = 0) -> list[bytes]:

@@ -123,7 +123,8 @@ _FAILED_FOR_S = 10.0  # a failover takes 2-5 s; a node failed longer ago is trie
 
 
 class ClusterConnector:
-    """A Valkey Cluster reached through its seed nodes; the same interface as Connector."""
+    """A Valkey Cluster reached through its seed nodes; a
+    :class:`~echomq._sync.seam.ScriptConnector`, as :class:`Connector` is."""
 
     def __init__(
         self,

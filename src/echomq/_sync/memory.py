@@ -10,11 +10,10 @@ admission replies a server refused for back-pressure into their typed errors.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from echomq import keyspace
 from echomq._sync.cluster import ClusterConnector
-from echomq._sync.connector import Connector
+from echomq._sync.seam import Reply, ScriptConnector
 from echomq.errors import BackPressure, ServerBusy, ServerFull
 from echomq.memory import MemoryStatus, human, parse_info
 from echomq.replies import reply_code
@@ -22,7 +21,7 @@ from echomq.replies import reply_code
 __all__ = ["memory_status", "typed_refusals"]
 
 
-def memory_status(conn: Connector | ClusterConnector, queue: str | None = None,
+def memory_status(conn: ScriptConnector, queue: str | None = None,
                         ) -> MemoryStatus:
     """Used memory, ``maxmemory`` and policy of the server that holds ``queue``."""
     if isinstance(conn, ClusterConnector):
@@ -49,8 +48,8 @@ def _full(queue: str, status: MemoryStatus | None) -> str:
             "admissions resume by themselves (docs/reliability.md)")
 
 
-def typed_refusals(conn: Connector | ClusterConnector, queue: str,
-                         replies: list[Any]) -> list[Any]:
+def typed_refusals(conn: ScriptConnector, queue: str,
+                         replies: list[Reply]) -> list[Reply]:
     """Admission replies with each back-pressure refusal as its typed error, in place.
 
     ``OOM`` becomes :class:`ServerFull` whose message names the server's ``maxmemory``
@@ -64,7 +63,7 @@ def typed_refusals(conn: Connector | ClusterConnector, queue: str,
     if "OOM" in codes:
         with contextlib.suppress(Exception):  # the figures are a courtesy; the type is not
             status = memory_status(conn, queue)
-    out: list[Any] = []
+    out: list[Reply] = []
     for reply, code in zip(replies, codes, strict=True):
         typed: BackPressure | None = None
         if code == "OOM":
@@ -75,6 +74,6 @@ def typed_refusals(conn: Connector | ClusterConnector, queue: str,
                                "Retry later")
         if typed is not None:
             typed.code = code  # type: ignore[attr-defined]
-            typed.__cause__ = reply
+            typed.__cause__ = reply if isinstance(reply, BaseException) else None
         out.append(typed if typed is not None else reply)
     return out

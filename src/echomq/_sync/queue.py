@@ -16,13 +16,11 @@ queue's protocol version itself (docs/decisions/0011), so every method raises
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from echomq import handoff as h
 from echomq import protocol as p
-from echomq._sync.cluster import ClusterConnector
-from echomq._sync.connector import Connector, WakeSubscription
 from echomq._sync.memory import typed_refusals
+from echomq._sync.seam import Reply, ScriptConnector, WakeSubscription
 from echomq._sync.upkeep import Upkeep
 from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable
@@ -48,13 +46,13 @@ class Queue:
     """
 
     def __init__(
-        self, connector: Connector | ClusterConnector, name: str, *,
+        self, connector: ScriptConnector, name: str, *,
         options: QueueOptions | None = None,
     ) -> None:
         self.k = p.QueueKeys.of(name)
         if options is not None and not isinstance(options, QueueOptions):
             raise InvalidArgument(f"options must be QueueOptions, not {type(options).__name__}")
-        self.connector = connector
+        self.connector: ScriptConnector = connector
         self.name = name
         self.options = options or QueueOptions()
         self.keys = self.k.as_dict()
@@ -69,7 +67,7 @@ class Queue:
     def _payload(self, payload: object) -> bytes:
         return p.check_payload(payload, self.options.max_payload)
 
-    def _run(self, call: Call) -> Any:
+    def _run(self, call: Call) -> Reply:
         return self.connector.run(call)
 
     def fence(self) -> str:
@@ -162,18 +160,17 @@ class Queue:
         calls: list[Call] = []
         where: list[int] = []
         for i, item in enumerate(items):
-            try:
-                job_id, payload, *rest = item
-                if len(rest) > 1:
-                    raise ValueError(item)
-                lane = rest[0] if rest else None
-                calls.append(self._admit_call(job_id, payload, lane, 0, serial, None))
-            except EchoMQError as exc:
-                out.append(exc)
-                continue
-            except (TypeError, ValueError):
+            shape = len(item) if isinstance(item, tuple | list) else 0
+            if shape not in (2, 3):
                 out.append(InvalidArgument(
                     f"item {i}: expected an (id, payload) pair or an (id, payload, lane) triple"))
+                continue
+            job_id, payload, *rest = item
+            try:
+                calls.append(self._admit_call(job_id, payload, rest[0] if rest else None, 0,
+                                              serial, None))
+            except EchoMQError as exc:
+                out.append(exc)
                 continue
             out.append(Verdict.DUPLICATE)  # placeholder, replaced below
             where.append(i)
@@ -199,7 +196,7 @@ class Queue:
             if reply_code(exc) not in ("BUSY", "OOM"):
                 raise
 
-    def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Any]:
+    def _admit_pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Reply]:
         """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
         on its connection, and a job written but acknowledged by too few replicas gets
         :class:`NotDurable` in its place. DUPLICATE carries no durability claim: WAIT
@@ -208,7 +205,7 @@ class Queue:
         if not o.durable_replicas:
             replies = self.connector.pipeline(calls, flush=flush)
             return typed_refusals(self.connector, self.name, replies)
-        out: list[Any] = []
+        out: list[Reply] = []
         step = flush or len(calls)
         for start in range(0, len(calls), step):
             replies, acked = self.connector.pipeline_wait(

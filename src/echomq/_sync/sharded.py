@@ -109,9 +109,9 @@ class ShardedQueue:
         for i, item in enumerate(items):
             try:
                 fields = tuple(item)
-                if len(fields) != width:
-                    raise ValueError
-            except (TypeError, ValueError):
+            except TypeError:
+                fields = ()
+            if len(fields) != width:
                 shape = "(id, payload, lane) triple" if width == 3 else "(id, payload) pair"
                 out[i] = InvalidArgument(f"item {i}: expected an {shape}")
                 continue

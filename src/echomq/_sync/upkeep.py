@@ -18,10 +18,11 @@ and sends through its connector).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from echomq import protocol as p
 from echomq._sync.memory import memory_status
+from echomq._sync.seam import Reply
 from echomq.errors import InvalidArgument
 from echomq.memory import MemoryStatus
 from echomq.model import JobView, QueueOptions, Stats
@@ -44,7 +45,7 @@ class Upkeep:
     def options(self) -> QueueOptions:
         return self.queue.options
 
-    def _run(self, call: Call) -> Any:
+    def _run(self, call: Call) -> Reply:
         return self.queue.connector.run(call)
 
     def _peek(self, state: str, count: int, start: int = 0) -> list[bytes]:

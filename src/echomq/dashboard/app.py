@@ -31,7 +31,7 @@ from echomq._async.connector import AsyncConnector
 from echomq.dashboard import data
 from echomq.dashboard.history import History
 from echomq.dashboard.render import esc, layout
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, InvalidArgument
 from echomq.metrics import QueueMetrics
 
 __all__ = ["COOKIE", "DashboardOptions", "Page", "State", "create_app", "serve"]
@@ -59,9 +59,9 @@ class DashboardOptions:
 
     def __post_init__(self) -> None:
         if self.token is not None and len(self.token) < 8:
-            raise ValueError("the dashboard token must be at least 8 characters")
+            raise InvalidArgument("the dashboard token must be at least 8 characters")
         if not 1 <= self.page_size <= 100:
-            raise ValueError("page_size must be 1..100")
+            raise InvalidArgument("page_size must be 1..100")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +206,7 @@ def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequ
     opts = options or DashboardOptions()
     slugs = [p.slug for p in pages]
     if len(set(slugs)) != len(slugs) or not all(s.isidentifier() for s in slugs):
-        raise ValueError("plug-in page slugs must be distinct identifiers")
+        raise InvalidArgument("plug-in page slugs must be distinct identifiers")
     app = web.Application(client_max_size=256 * 1024, middlewares=[_unavailable])
     st = State(url=url, options=opts, pages=tuple(pages), conn=connector)
     app[STATE] = st

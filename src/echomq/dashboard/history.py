@@ -23,6 +23,7 @@ from typing import Any
 from echomq import ids, keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
+from echomq.errors import InvalidArgument
 
 __all__ = ["History", "Sample", "percentile"]
 
@@ -71,7 +72,7 @@ class History:
     def __init__(self, connector: AsyncConnector | AsyncClusterConnector, *, interval_s: float = 5.0,
                  length: int = 120) -> None:
         if interval_s <= 0 or length < 2:
-            raise ValueError("interval_s must be > 0 and length >= 2")
+            raise InvalidArgument("interval_s must be > 0 and length >= 2")
         self.connector = connector
         self.interval_s = interval_s
         self.length = length
