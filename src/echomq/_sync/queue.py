@@ -332,11 +332,25 @@ class Queue:
         # it sees the claim: its ids are the next candidates.
         reads = [p.peek(self.k, "pending", start=0, count=window)] if window else []
         replies = self.connector.flush(calls, reads)
-        done = p.decode_completions(replies[:nb])
         leases = p.decode_leases(self.name, replies[nb]) if claim else []
+        try:
+            done = p.decode_completions(replies[:nb])
+        except EchoMQError:
+            # A completion was refused, the claim in the same flush was not: give its jobs
+            # back at once (a deferral counts no failure) rather than leave them leased to
+            # a caller that never sees the leases, waiting for their deadline to be reaped.
+            self._give_back(leases)
+            raise
         # A refused park (e.g. OOM: it is deny-oom) only means not parked; the rest stands.
         parked = park is not None and replies[nb + claim] == 1
         return done, leases, p.decode_ids(replies[-1]) if window else [], parked
+
+    def _give_back(self, leases: Sequence[Lease]) -> None:
+        for lease in leases:
+            try:
+                self.defer(lease, delay_ms=0)
+            except EchoMQError:  # then its lease runs out and the reaper gives it back
+                continue
 
     def park(self, token: str, *, lease_ms: int, ttl_ms: int) -> bool:
         """Park a consumer for hand-off on admission (``ttl_ms`` > 0), or withdraw it (0).
