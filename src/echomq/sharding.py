@@ -1,5 +1,5 @@
 """The layout of a sharded queue: which sub-queues, which slots, which shard a job goes to.
-Pure: no I/O (docs/decisions/0018-sharded-queues.md).
+Pure: no I/O (docs/decisions/0020-sharded-queues.md).
 
 A queue created with ``shards=N`` is N ordinary queues, its *shards*, each with its own
 hash tag, plus one record ``emq:{q}:shards`` (a hash, ``count`` = N) that every client

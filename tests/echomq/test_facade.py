@@ -28,7 +28,7 @@ EXPORTED = [
     "generate_many", "job_key",
     "memory_status", "memory_status_async", "parse_script", "queue_key", "run_until_signal",
     "server_url_from_env", "slot", "tick_of", "track_server", "valid",
-    # sharded queues (decision 0018)
+    # sharded queues (decision 0020)
     "AsyncShardedQueue", "ShardedQueue", "ShardedConsumer", "ShardCountMismatch", "QueueNotDrained",
     "reshard", "reshard_async",
 ]

@@ -1,4 +1,4 @@
-"""Changing a sharded queue's shard count: drain-and-switch (docs/decisions/0018).
+"""Changing a sharded queue's shard count: drain-and-switch (docs/decisions/0020).
 
 The old layout must be drained first (stop its producers, let its consumers empty it,
 requeue or purge its dead jobs). :func:`reshard` then

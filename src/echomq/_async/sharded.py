@@ -2,7 +2,7 @@
 
 Every call is one or more calls of the shards' own :class:`AsyncQueue`, so every
 transition stays one script in one slot with its guarantees; this module only routes
-and merges (echomq.sharding has the layout, docs/decisions/0018-sharded-queues.md why):
+and merges (echomq.sharding has the layout, docs/decisions/0020-sharded-queues.md why):
 
 * admission goes to the job's shard (by lane, else by id); ``enqueue_many`` and
   ``admit_many`` group the items by shard, pipeline each group (the groups run at once),

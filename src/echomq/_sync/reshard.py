@@ -1,5 +1,5 @@
 # Generated from echomq/_async/reshard.py by scripts/unasync_gen.py. Do not edit.
-"""Changing a sharded queue's shard count: drain-and-switch (docs/decisions/0018).
+"""Changing a sharded queue's shard count: drain-and-switch (docs/decisions/0020).
 
 The old layout must be drained first (stop its producers, let its consumers empty it,
 requeue or purge its dead jobs). :func:`reshard` then
