@@ -38,6 +38,8 @@ from tests.codemojex.botkit import user_id
 from tests.codemojex.game import PRICE, eventually, make_player, make_round
 
 GUESS = "😀 😎 🤖 👻 🐱 🐶"
+BOTH = pytest.mark.parametrize(
+    "backend", ["single", pytest.param("cluster", marks=pytest.mark.cluster)], indirect=True)
 # A read of the round outside a lock: the charge's own locking read (FOR SHARE / FOR UPDATE)
 # is the check on the database clock and stays.
 ROUND_READ = re.compile(r"FROM rounds\b(?![^;]*FOR (SHARE|UPDATE))", re.S)
@@ -116,6 +118,7 @@ async def _per_guess(services: Services, counting: CountingPool, chat: int,
     return (*bot, counting.checkouts - before, counting.round_reads() - reads)
 
 
+@BOTH
 async def test_the_cache_tier_saves_the_round_reads_of_a_guess(
         pool: AsyncConnectionPool, conn: AsyncConnector, qname: str) -> None:
     rid = await make_round(pool)
@@ -206,6 +209,7 @@ async def test_submit_reads_no_round_it_was_handed(pool: AsyncConnectionPool, co
         await submit(services, "RNDother", player, GUESS, rnd=rnd)
 
 
+@BOTH
 async def test_the_close_marker_decides_a_re_runs_path(pool: AsyncConnectionPool, conn: AsyncConnector,
                                                        qname: str) -> None:
     services, counting = _services(pool, conn, qname, None)
