@@ -1,4 +1,4 @@
-"""Admission, single and bulk, against a real server (seed 000 §3, seed 002 §3)."""
+"""Admission, single and bulk, against a real server (docs/protocol.md, "Admission")."""
 
 from __future__ import annotations
 
@@ -184,18 +184,6 @@ async def test_version_fence_refuses_another_major(queue: AsyncQueue, raw: redis
 async def test_version_fence_accepts_same_major(queue: AsyncQueue, raw: redis.Redis) -> None:
     raw.hset(f"emq:{{{queue.name}}}:meta", "protocol", "echomq:3.4.1")
     assert await queue.enqueue(jid(), b"x") is Verdict.ENQUEUED
-
-
-def test_blocking_api_speaks_the_same_protocol(sync_conn, qname: str, raw: redis.Redis) -> None:  # type: ignore[no-untyped-def]
-    from echomq import Queue
-
-    q = Queue(sync_conn, qname)
-    a = jid()
-    assert q.enqueue(a, b"1") is Verdict.ENQUEUED
-    assert q.enqueue(a, b"2") is Verdict.DUPLICATE
-    assert q.enqueue_many([(jid(), b"3"), (generate("ORD"), b"4")]) == [Verdict.ENQUEUED,
-                                                                       Verdict.KIND]
-    assert q.pending_size() == 2
 
 
 async def test_connects_over_a_unix_socket_with_a_password(tmp_path) -> None:  # type: ignore[no-untyped-def]

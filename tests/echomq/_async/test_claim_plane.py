@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import redis
 
@@ -14,26 +12,9 @@ from echomq import (
     QueueOptions,
     RetryOutcome,
     Verdict,
-    generate,
 )
+from tests.echomq._async.support import jid, wait_for
 from tests.echomq.invariants import assert_consistent
-
-
-def jid() -> str:
-    return generate("JOB")
-
-
-async def wait_for(predicate, within: float = 5.0):  # type: ignore[no-untyped-def]
-    """Poll an async condition until it holds (never a bare sleep standing in for it)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 async def test_claim_leases_on_the_server_clock(queue: AsyncQueue, raw: redis.Redis) -> None:

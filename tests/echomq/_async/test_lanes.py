@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from echomq import AsyncQueue, Completion, Lease, Verdict, generate, lanes
+from echomq import AsyncQueue, Completion, Lease, Verdict, generate
 from tests.echomq.invariants import assert_consistent
 
 
@@ -42,8 +42,7 @@ async def test_a_late_lane_is_served_next_to_a_backlog(queue: AsyncQueue) -> Non
 async def test_serial_lane_runs_one_at_a_time_in_order(queue: AsyncQueue, raw: redis.Redis) -> None:
     ids = [jid() for _ in range(5)]
     for i in ids:
-        assert await lanes.enqueue(queue.connector, queue.name, "player-7", i, b"",
-                                   serial=True) is Verdict.ENQUEUED
+        assert await queue.admit(i, b"", lane="player-7", serial=True) is Verdict.ENQUEUED
     other = jid()
     await queue.admit(other, b"", lane="player-8", serial=True)
     seen = []

@@ -1,0 +1,206 @@
+# Generated from tests/echomq/_async/test_enqueue.py by scripts/unasync_gen.py. Do not edit.
+"""Admission, single and bulk, against a real server (docs/protocol.md, "Admission")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from echomq import (
+    PROTOCOL,
+    Connector,
+    InvalidJobId,
+    PayloadTooLarge,
+    ProtocolVersionError,
+    Queue,
+    QueueOptions,
+    Verdict,
+    generate,
+)
+from echomq import protocol as p
+from tests.conftest import keys_of
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+def base_keys(q: str) -> set[str]:
+    return {f"emq:{{{q}}}:pending", f"emq:{{{q}}}:meta"}
+
+
+def test_enqueue_writes_row_and_pending(queue: Queue, raw: redis.Redis) -> None:
+    j = jid()
+    assert queue.enqueue(j, b"hello") is Verdict.ENQUEUED
+    row = raw.hgetall(f"emq:{{{queue.name}}}:job:{j}")
+    assert row == {b"state": b"pending", b"attempts": b"0", b"payload": b"hello"}
+    assert raw.zrange(f"emq:{{{queue.name}}}:pending", 0, -1, withscores=True) == [(j.encode(), 0.0)]
+    assert keys_of(raw, queue.name) == base_keys(queue.name) | {f"emq:{{{queue.name}}}:job:{j}"}
+    assert raw.hget(f"emq:{{{queue.name}}}:meta", "protocol") == PROTOCOL.encode()
+
+
+def test_duplicate_leaves_the_row_untouched(queue: Queue, raw: redis.Redis) -> None:
+    j = jid()
+    assert queue.enqueue(j, b"first") is Verdict.ENQUEUED
+    assert queue.enqueue(j, b"second") is Verdict.DUPLICATE
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{j}", "payload") == b"first"
+    assert raw.zcard(f"emq:{{{queue.name}}}:pending") == 1
+
+
+def test_wrong_kind_writes_nothing(queue: Queue, raw: redis.Redis) -> None:
+    other = generate("ORD")
+    assert queue.enqueue(other, b"x") is Verdict.KIND
+    assert keys_of(raw, queue.name) == set()  # not even the protocol version
+
+
+def test_enqueue_many_verdicts_in_input_order(queue: Queue, raw: redis.Redis) -> None:
+    existing = jid()
+    assert queue.enqueue(existing, b"old") is Verdict.ENQUEUED
+    items = [(jid(), b"p%d" % i) for i in range(10)]
+    items[3] = (existing, b"new")  # duplicate at k=3
+    items[7] = (generate("ORD"), b"kind")  # wrong kind at j=7
+    verdicts = queue.enqueue_many(items)
+    expect = [Verdict.ENQUEUED] * 10
+    expect[3], expect[7] = Verdict.DUPLICATE, Verdict.KIND
+    assert verdicts == expect
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{existing}", "payload") == b"old"
+    assert raw.zcard(f"emq:{{{queue.name}}}:pending") == 9
+    job_keys = {f"emq:{{{queue.name}}}:job:{i}" for i, _ in items if i.startswith("JOB")}
+    assert keys_of(raw, queue.name) == base_keys(queue.name) | job_keys
+
+
+def test_repeated_id_inside_one_batch(queue: Queue, raw: redis.Redis) -> None:
+    a, b = jid(), jid()
+    verdicts = queue.enqueue_many([(a, b"1"), (b, b"2"), (a, b"3"), (a, b"4")])
+    assert verdicts == [Verdict.ENQUEUED, Verdict.ENQUEUED, Verdict.DUPLICATE, Verdict.DUPLICATE]
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{a}", "payload") == b"1"
+
+
+def test_bad_items_get_their_error_in_place(queue: Queue, raw: redis.Redis) -> None:
+    small = Queue(queue.connector, queue.name, options=QueueOptions(max_payload=4))
+    good = jid()
+    verdicts = small.enqueue_many([("JOB{x}", b"1"), (good, b"2"), (jid(), b"12345")])
+    assert isinstance(verdicts[0], InvalidJobId)
+    assert verdicts[1] is Verdict.ENQUEUED
+    assert isinstance(verdicts[2], PayloadTooLarge)
+    assert raw.zrange(f"emq:{{{queue.name}}}:pending", 0, -1) == [good.encode()]
+
+
+def test_long_batches_are_chunked(conn: Connector, qname: str, raw: redis.Redis) -> None:
+    q = Queue(conn, qname, options=QueueOptions(batch=100))
+    items = [(jid(), b"x") for _ in range(1050)]
+    assert q.enqueue_many(items) == [Verdict.ENQUEUED] * 1050
+    assert q.pending_size() == 1050
+
+
+def test_oversized_payload_fails_before_any_write(conn: Connector, qname: str,
+                                                        raw: redis.Redis) -> None:
+    q = Queue(conn, qname, options=QueueOptions(max_payload=10))
+    with pytest.raises(PayloadTooLarge):
+        q.enqueue(jid(), b"x" * 11)
+    with pytest.raises(TypeError):
+        q.enqueue(jid(), "text")  # type: ignore[arg-type]
+    assert keys_of(raw, qname) == set()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x00\xff\xfe", "🎲🎯".encode(), b"\xc3\x28", b"redis.call('FLUSHALL')", b"}{:\r\n",
+     bytes(range(256))],
+)
+def test_hostile_payloads_are_stored_exactly(queue: Queue, raw: redis.Redis,
+                                                   payload: bytes) -> None:
+    j = jid()
+    assert queue.enqueue(j, payload) is Verdict.ENQUEUED
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{j}", "payload") == payload
+
+
+@pytest.mark.parametrize(
+    "bad_id",
+    ["JOB{cm}0000000000000000000000", "JOB\x000000000000000000000000000", "JOB\n", "JOB🎲🎲",
+     "JOB') redis.call('FLUSHALL') --", "JOB:1", "", "JOB" + "0" * 27],
+)
+def test_hostile_ids_are_refused_before_io(queue: Queue, raw: redis.Redis,
+                                                 bad_id: str) -> None:
+    with pytest.raises(InvalidJobId):
+        queue.enqueue(bad_id, b"x")
+    assert keys_of(raw, queue.name) == set()
+
+
+def test_noscript_after_script_flush(queue: Queue, raw: redis.Redis) -> None:
+    assert queue.enqueue(jid(), b"a") is Verdict.ENQUEUED
+    raw.script_flush()
+    assert queue.enqueue(jid(), b"b") is Verdict.ENQUEUED
+    raw.script_flush()
+    dup = jid()
+    assert queue.enqueue_many([(dup, b"c"), (dup, b"d")]) == [Verdict.ENQUEUED,
+                                                                     Verdict.DUPLICATE]
+    assert queue.pending_size() == 3
+
+
+def test_noscript_inside_a_pipeline(queue: Queue, raw: redis.Redis) -> None:
+    # enqueue_many loads once; flush between the load and the pipeline by loading first
+    queue.enqueue(jid(), b"warm")
+    raw.script_flush()
+    items = [(jid(), b"x") for _ in range(50)]
+    calls = [p.enqueue(queue.k, i, data) for i, data in items]
+    replies = queue.connector.pipeline(calls)
+    assert replies == [1] * 50
+
+
+def test_restart_between_calls_keeps_rows(own_server) -> None:  # type: ignore[no-untyped-def]
+    conn = Connector.from_url(own_server.url)
+    try:
+        q = Queue(conn, "restart")
+        first = jid()
+        assert q.enqueue(first, b"kept") is Verdict.ENQUEUED
+        # Kill -9 once the admission is in the AOF file (a kill -9 keeps what was written;
+        # the everysec fsync only matters if the machine itself goes down).
+        raw = redis.Redis.from_url(own_server.url)
+        aof = own_server.data_dir / "appendonlydir"
+        deadline = time.monotonic() + 10
+        while not any(first.encode() in f.read_bytes() for f in aof.glob("*.aof")):
+            assert time.monotonic() < deadline, "admission never reached the AOF"
+            time.sleep(0.01)
+        own_server.kill()
+        own_server.start()
+        assert q.enqueue(first, b"again") is Verdict.DUPLICATE
+        assert q.enqueue(jid(), b"new") is Verdict.ENQUEUED  # scripts reloaded (NOSCRIPT)
+        assert raw.hget(f"emq:{{restart}}:job:{first}", "payload") == b"kept"
+        raw.close()
+    finally:
+        conn.close()
+
+
+def test_version_fence_refuses_another_major(queue: Queue, raw: redis.Redis) -> None:
+    raw.hset(f"emq:{{{queue.name}}}:meta", "protocol", "echomq:2.9.0")
+    with pytest.raises(ProtocolVersionError, match=r"echomq:2\.9\.0"):
+        queue.enqueue(jid(), b"x")
+    assert keys_of(raw, queue.name) == {f"emq:{{{queue.name}}}:meta"}  # as the test left it
+
+
+def test_version_fence_accepts_same_major(queue: Queue, raw: redis.Redis) -> None:
+    raw.hset(f"emq:{{{queue.name}}}:meta", "protocol", "echomq:3.4.1")
+    assert queue.enqueue(jid(), b"x") is Verdict.ENQUEUED
+
+
+def test_connects_over_a_unix_socket_with_a_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from echomq.server import EmbeddedValkey
+
+    sock = tmp_path / "v.sock"
+    extra = {"unixsocket": str(sock), "unixsocketperm": "700", "requirepass": "s3cret"}
+    with EmbeddedValkey(extra=extra):
+        conn = Connector.from_url(f"unix://:s3cret@{sock}")
+        try:
+            q = Queue(conn, "unix")
+            a, b = jid(), jid()
+            assert q.enqueue(a, b"x") is Verdict.ENQUEUED
+            assert q.enqueue_many([(a, b"y"), (b, b"z")]) == [Verdict.DUPLICATE,
+                                                                   Verdict.ENQUEUED]
+            # The connection really is the socket: the server sees a unix-socket client.
+            info = (conn.command("CLIENT", "INFO")).decode()
+            assert f"addr={sock}:0" in info, info
+        finally:
+            conn.close()
