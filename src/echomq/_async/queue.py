@@ -56,7 +56,7 @@ class AsyncQueue:
         self.options = options or QueueOptions()
         self.keys = self.k.as_dict()
         self._job_prefix = self.k.job_prefix
-        self.upkeep = AsyncUpkeep(self)
+        self.upkeep = AsyncUpkeep(connector, self.k, self.options)
 
     # ----------------------------------------------------------------- helpers
     def job_key(self, job_id: str) -> str:
@@ -80,9 +80,7 @@ class AsyncQueue:
     async def peek(self, state: str, count: int, *, start: int = 0) -> list[bytes]:
         """The ids of up to ``count`` jobs in ``state`` from rank ``start`` (set order): the
         candidates a peek-then-act script re-checks (docs/decisions/0002)."""
-        p.check_int("count", count, 0, p.MAX_WINDOW)
-        p.check_int("start", start, 0, p.MAX_OFFSET)
-        return p.decode_ids(await self._run(p.peek(self.k, state, start=start, count=count)))
+        return await self.upkeep.peek(state, count, start=start)
 
     async def wake_subscription(self) -> WakeSubscription:
         """A subscription to the queue's wake channel: each message is the id of a job

@@ -7,8 +7,8 @@ their job keys to its script, which re-checks every candidate
 (docs/decisions/0002-peek-then-act.md). Each :class:`Queue` owns one
 :class:`Upkeep` (``queue.upkeep``): the queue admits and leases, the upkeep keeps
 the sets tidy and answers operators; the queue's methods of the same names hand over to
-it (composition, not inheritance: the upkeep holds the queue, reads its keys and options
-and sends through its connector).
+it (composition, not inheritance: the upkeep is given the queue's connector, keys and
+options, and knows nothing of the queue itself, so the arrow runs one way).
 
 ``limit`` means the same in every method: a page of at most ``limit`` jobs, 0..10,000;
 0 is an empty page (nothing done), never "all". Bulk dead-job operations return a
@@ -18,18 +18,14 @@ and sends through its connector).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from echomq import protocol as p
 from echomq._sync.memory import memory_status
-from echomq._sync.seam import Reply
+from echomq._sync.seam import Reply, ScriptConnector
 from echomq.errors import InvalidArgument
 from echomq.memory import MemoryStatus
 from echomq.model import JobView, QueueOptions, Stats
 from echomq.protocol import STATES, Bulk, Call
-
-if TYPE_CHECKING:
-    from echomq._sync.queue import Queue
 
 __all__ = ["STATES", "Upkeep"]
 
@@ -37,29 +33,34 @@ __all__ = ["STATES", "Upkeep"]
 class Upkeep:
     """The maintenance and inspection verbs of one queue (``queue.upkeep``)."""
 
-    def __init__(self, queue: Queue) -> None:
-        self.queue = queue
-        self.k = queue.k
-
-    @property
-    def options(self) -> QueueOptions:
-        return self.queue.options
+    def __init__(self, connector: ScriptConnector, keys: p.QueueKeys,
+                 options: QueueOptions) -> None:
+        self.connector = connector
+        self.k = keys
+        self.options = options
 
     def _run(self, call: Call) -> Reply:
-        return self.queue.connector.run(call)
+        return self.connector.run(call)
+
+    def peek(self, state: str, count: int, *, start: int = 0) -> list[bytes]:
+        """The ids of up to ``count`` jobs in ``state`` from rank ``start`` (set order): the
+        candidates a peek-then-act script re-checks (docs/decisions/0002)."""
+        p.check_int("count", count, 0, p.MAX_WINDOW)
+        p.check_int("start", start, 0, p.MAX_OFFSET)
+        return p.decode_ids(self._run(p.peek(self.k, state, start=start, count=count)))
 
     def _peek(self, state: str, count: int, start: int = 0) -> list[bytes]:
-        return self.queue.peek(state, count, start=start)
+        return self.peek(state, count, start=start)
 
     def memory_status(self) -> MemoryStatus:
         """The server's memory against its limit, for this queue's slot (echomq.memory)."""
-        return memory_status(self.queue.connector, self.queue.name)
+        return memory_status(self.connector, self.k.name)
 
     def take_token(self, owner: str, ttl_ms: int) -> bool:
         """Take the queue's upkeep token (``SET maint owner NX PX ttl_ms``) for ``ttl_ms``:
         True for the one caller that got it. Consumers race for it every beat, so one of
         them runs promote and reap. At maxmemory the server refuses the SET (ServerFull)."""
-        return bool(self.queue.connector.command(
+        return bool(self.connector.command(
             "SET", self.k.maint, owner, "NX", "PX", ttl_ms))
 
     # ------------------------------------------------------------- maintenance
