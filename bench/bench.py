@@ -67,6 +67,9 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, str], str | None]] = {
 }
 
 MODES: dict[str, dict[str, Any]] = {
+    # --smoke: every driver once with tiny N, to check the drivers work (no figures to keep).
+    "smoke": {"reps": 1, "echomq_reps": 1, "single": 50, "bulk": 500, "drain": 200, "latency": 5,
+              "memory": 500, "ids": 1000, "set_n": 10_000},
     "quick": {"reps": 1, "echomq_reps": 2, "single": 300, "bulk": 10_000, "drain": 3_000, "latency": 60,
               "memory": 10_000, "ids": 100_000, "set_n": 200_000},
     # Sized to fit the ~20-minute window: the slowest peers (celery's group, taskiq's gather,
@@ -257,7 +260,7 @@ def run_all(mode: str, only: list[str]) -> dict[str, Any]:
 
 
 def main() -> int:
-    mode = "full" if "--full" in sys.argv else "quick"
+    mode = "full" if "--full" in sys.argv else "smoke" if "--smoke" in sys.argv else "quick"
     only = [s for s in SYSTEMS if f"--only={s}" in sys.argv] or list(SYSTEMS)
     if "--check-only" in sys.argv:
         return targets.main()
