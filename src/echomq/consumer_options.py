@@ -41,7 +41,7 @@ class ConsumerOptions:
     trim_every: int = 50  # beats between retention passes
     # Run even if the server's maxmemory-policy could evict jobs (echomq.eviction).
     allow_eviction: bool = False
-    # Park when idle so admission hands the next job over in its own step (decision 0018).
+    # Park when idle so admission hands the next job over in its own step (decision 0021).
     handoff: bool = True
 
     def __post_init__(self) -> None:
