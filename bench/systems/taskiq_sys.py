@@ -28,9 +28,13 @@ from taskiq_redis import ListQueueBroker, RedisStreamBroker
 
 KIND = os.environ.get("BENCH_TASKIQ", "list")
 NAME = {"list": "ListQueueBroker", "stream": "RedisStreamBroker"}[KIND]
-API = {"single": f"task.kiq ({NAME})", "bulk": f"asyncio.gather(task.kiq) in chunks of 1000 ({NAME})",
+API = {"single": f"task.kiq ({NAME})",
+       "bulk": f"asyncio.gather(task.kiq) in chunks of {1000 if KIND == 'list' else 250} ({NAME})",
        "worker": f"taskiq worker --workers 1 ({NAME}, defaults otherwise)"}
 BIN = os.path.dirname(sys.executable)
+# The stream broker refuses 1,000 concurrent kiq calls (SendTaskError: one connection each
+# from its pool); 250 at a time is the most that worked here.
+CHUNK = 1000 if KIND == "list" else 250
 _url = os.environ.get("BENCH_URL", URL)
 broker = (ListQueueBroker(_url, queue_name="bench") if KIND == "list"
           else RedisStreamBroker(_url, queue_name="bench"))
@@ -72,8 +76,8 @@ async def main() -> None:
     elif op in ("bulk", "memory", "drain"):
         m0 = raw.info("memory")["used_memory"]
         with Phase() as ph:
-            for s in range(0, n, 1000):
-                await asyncio.gather(*(noop.kiq(PAYLOAD) for _ in range(s, min(n, s + 1000))))
+            for s in range(0, n, CHUNK):
+                await asyncio.gather(*(noop.kiq(PAYLOAD) for _ in range(s, min(n, s + CHUNK))))
         if op == "bulk":
             emit(ph.result(n, api=API["bulk"]))
         elif op == "memory":
