@@ -80,7 +80,7 @@ def evaluate(res: dict[str, Any]) -> list[dict[str, Any]]:
     row("server memory per queued job, 64-byte payload", "308 B (taskiq 217 B)",
         "≤ taskiq, or a decision note showing the floor",
         f"{mem:.0f} B (taskiq {tq:.0f} B)" + (f"; floor shown in {name}" if mem > tq and note else ""),
-        mem <= tq or note)
+        "memory" in e and "bytes_per_job" in e["memory"] and (mem <= tq or note))
     row("moonshot: admissions/s through the public API, ids minted in the window", "~74k", f"{MOONSHOT:,}/s",
         f"{b1:,.0f}/s", b1 >= MOONSHOT)
     return rows
