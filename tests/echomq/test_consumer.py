@@ -14,8 +14,8 @@ from echomq import AsyncConnector, AsyncQueue, Lease, QueueOptions, generate
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer
 from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
-from tests.echomq.test_claim_plane import wait_for
 
 FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=8, grace_s=2.0,
                        backoff=BackoffPolicy(base_ms=10, max_ms=50))

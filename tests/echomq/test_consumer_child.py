@@ -16,7 +16,7 @@ from echomq import (
     generate,
 )
 from echomq.consumer_child import add_stats
-from tests.echomq.test_claim_plane import wait_for
+from tests.echomq._async.support import wait_for
 
 FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=4, grace_s=2.0,
                        backoff=BackoffPolicy(base_ms=10, max_ms=50))

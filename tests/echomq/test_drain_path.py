@@ -11,8 +11,8 @@ import redis
 
 from echomq import AsyncQueue, Completion, Lease, QueueOptions, generate
 from echomq.consumer import Consumer, ConsumerOptions
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
-from tests.echomq.test_claim_plane import wait_for
 from tests.echomq.test_consumer import _true, subscribed
 
 

@@ -38,8 +38,8 @@ from echomq.info_view import render_info
 from echomq.model import Completion, RetryOutcome
 from echomq.scripts import bundle, parse
 from echomq.server import EmbeddedValkey
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
-from tests.echomq.test_claim_plane import wait_for
 
 ADMISSION = {"admit", "enqueue", "schedule"}  # the scripts that add jobs: deny-oom, back-pressure
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",

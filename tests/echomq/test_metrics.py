@@ -10,7 +10,7 @@ from typing import Any
 from echomq import AsyncQueue, generate
 from echomq.worker import Worker, WorkerSettings
 from tests.echomq import worker_targets
-from tests.echomq.test_claim_plane import wait_for
+from tests.echomq._async.support import wait_for
 
 
 def _scrape(url: str) -> str:

@@ -28,8 +28,8 @@ from echomq.errors import (
 from echomq.outcomes import BackoffPolicy
 from echomq.replies import Episodes, Kind, classify
 from echomq.server import EmbeddedValkey
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
-from tests.echomq.test_claim_plane import wait_for
 
 FAST = ConsumerOptions(beat_ms=20, lease_ms=3000, concurrency=8, grace_s=2.0,
                        backoff=BackoffPolicy(base_ms=10, max_ms=50))

@@ -248,7 +248,7 @@ def test_the_blocking_scheduler_admits_each_tick_once(sync_conn: Connector, qnam
 async def test_a_worker_with_schedules_runs_each_tick_once(conn: AsyncConnector, qname: str) -> None:
     from echomq import Lease
     from echomq.worker import Worker, WorkerSettings
-    from tests.echomq.test_claim_plane import wait_for
+    from tests.echomq._async.support import wait_for
 
     ran: list[str] = []
 

@@ -15,7 +15,7 @@ from echomq import AsyncQueue, Verdict, generate
 from echomq.tracing import traced_admit
 from echomq.worker import Worker, WorkerSettings
 from tests.echomq import worker_targets
-from tests.echomq.test_claim_plane import wait_for
+from tests.echomq._async.support import wait_for
 
 
 async def test_a_job_carries_its_trace_from_enqueue_to_complete(conn: Any, qname: str) -> None:

@@ -20,7 +20,7 @@ from echomq.failures import parse_failure
 from echomq.info import queue_info
 from echomq.worker import Worker, WorkerSettings, load_target, settings_for
 from tests.echomq import worker_targets
-from tests.echomq.test_claim_plane import wait_for
+from tests.echomq._async.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHOMQ = [sys.executable, "-c", "from echomq.cli import main; main()"]
