@@ -30,6 +30,7 @@ from echomq.consumer_child import ConsumerChild
 from echomq.errors import (
     BackPressure,
     EchoMQError,
+    HandlerTimeout,
     InvalidArgument,
     InvalidJobId,
     InvalidPayload,
@@ -46,6 +47,7 @@ from echomq.errors import (
     ServerUnavailable,
     ShardCountMismatch,
 )
+from echomq.hooks import Hooks
 from echomq.ids import derive_id, generate, generate_many, valid
 from echomq.keyspace import job_key, queue_key, slot
 from echomq.local_cluster import LocalCluster
@@ -96,6 +98,8 @@ __all__ = [
     "EchoMQError",
     "EmbeddedValkey",
     "Handler",
+    "HandlerTimeout",
+    "Hooks",
     "InvalidArgument",
     "InvalidJobId",
     "InvalidPayload",

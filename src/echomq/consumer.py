@@ -46,6 +46,10 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   leaving them to a lease expiry. ``stop(hurry=True)`` ends the grace period now.
 * A handler's exception is logged with its traceback; the row keeps its type,
   message and a bounded traceback (:mod:`echomq.failures`).
+* ``options.timeout_ms``: a handler running longer fails its attempt with
+  :class:`~echomq.errors.HandlerTimeout` and its lease is given back at once (the fenced
+  retry), not left to expire. ``hooks`` (:class:`~echomq.hooks.Hooks`) run before and
+  after the handler, on its failure, and after the outcome is written.
 """
 
 from __future__ import annotations
@@ -56,16 +60,16 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import Callable
 
 from echomq._async.queue import AsyncQueue
 from echomq._async.seam import WakeSubscription
 from echomq._threads import HandlerThreads
 from echomq.ack_batcher import AckBatcher
 from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
-from echomq.errors import ConfigurationError, ProtocolVersionError
+from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
-from echomq.failures import failure_text
+from echomq.handling import call_handler
+from echomq.hooks import Hooks
 from echomq.lease_table import LeaseTable, cancel_and_wait
 from echomq.model import Completion, Lease, RetryOutcome
 from echomq.outcomes import Ack, Backoff, Defer, Outcome
@@ -81,8 +85,12 @@ class Consumer:
     """Drain ``queue`` with ``handler``; run with ``await consumer.run()``."""
 
     def __init__(self, queue: AsyncQueue, handler: Handler, *,
-                 options: ConsumerOptions | None = None, name: str | None = None) -> None:
+                 options: ConsumerOptions | None = None, name: str | None = None,
+                 hooks: Hooks | None = None) -> None:
         self.queue = queue
+        if hooks is not None and not isinstance(hooks, Hooks):
+            raise InvalidArgument(f"hooks must be echomq.Hooks, not {type(hooks).__name__}")
+        self.hooks = hooks or Hooks()
         self.handler = handler
         # An object whose __call__ is ``async def`` counts as an async handler too.
         self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
@@ -98,8 +106,6 @@ class Consumer:
         self._threads: HandlerThreads | None = None
         self._stopping = asyncio.Event()
         self._hurry = False
-        # Called after an outcome is written, with its wall-clock start and end (tracing).
-        self.after_finish: Callable[[Lease, Outcome, float, float], None] | None = None
         self._closed = False
         self._episodes = Episodes(self.name, log)
         self._fenced = asyncio.Event()  # the first flush passed the version fence
@@ -295,34 +301,32 @@ class Consumer:
 
     async def _run_one(self, lease: Lease) -> None:
         try:
-            if self._is_async:
-                outcome: Outcome = await self.handler(lease)  # type: ignore[misc]
-            else:
-                # A blocking handler runs in a worker thread so heartbeats keep going. If its
-                # lease is lost the thread cannot be stopped, but its outcome is discarded.
-                assert self._threads is not None
-                outcome = await self._threads.submit(self.handler, lease)
+            outcome = await call_handler(lambda: self._call(lease), lease, hooks=self.hooks,
+                                         timeout_ms=self.options.timeout_ms, who=self.name)
         except asyncio.CancelledError:
             if self._leases.was_lost(lease):
                 return  # lease lost: the outcome is discarded, the job runs elsewhere
             raise
-        except Exception as exc:
-            log.warning("%s: job %s attempt %d failed", self.name, lease.id, lease.attempt,
-                        exc_info=exc)
-            outcome = Backoff(error=failure_text(exc))
         # From here the fenced finish decides; a heartbeat racing it must not call the
         # lease lost (complete may already have cleared it) nor cancel the write.
         with self._leases.finishing(lease):
             try:
                 began = time.time()
                 await self._finish(lease, outcome)
-                if self.after_finish is not None:
-                    self.after_finish(lease, outcome, began, time.time())
+                await self.hooks.run_finished(lease, outcome, began, time.time())
             except Exception as exc:
                 self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
                 if self._fatal is None:
                     log.error("%s: could not record the outcome of %s; its lease will expire",
                               self.name, lease.id, exc_info=exc)
+
+    async def _call(self, lease: Lease) -> Outcome:
+        if self._is_async:
+            return await self.handler(lease)  # type: ignore[no-any-return,misc]
+        # A blocking handler runs in a worker thread so heartbeats keep going. If its lease
+        # is lost (or its timeout passes) the thread cannot be stopped; its outcome is discarded.
+        assert self._threads is not None
+        return await self._threads.submit(self.handler, lease)  # type: ignore[no-any-return]
 
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
         q, o = self.queue, self.options

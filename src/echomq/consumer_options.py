@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from echomq.bounds import MAX_BEAT_MS, MAX_COUNT, MAX_LEASE_MS, check_int
+from echomq.bounds import MAX_BEAT_MS, MAX_COUNT, MAX_DELAY_MS, MAX_LEASE_MS, check_int
 from echomq.errors import InvalidArgument
 from echomq.model import Lease
 from echomq.outcomes import BackoffPolicy, Outcome
@@ -41,6 +41,10 @@ class ConsumerOptions:
     trim_every: int = 50  # beats between retention passes
     # Run even if the server's maxmemory-policy could evict jobs (echomq.eviction).
     allow_eviction: bool = False
+    # A handler running longer fails its attempt (HandlerTimeout) and gives the lease back
+    # at once (echomq.handling); None: no limit. Heartbeats keep the lease meanwhile, so a
+    # timeout may be longer than lease_ms.
+    timeout_ms: int | None = None
     # Park when idle so admission hands the next job over in its own step (decision 0021).
     handoff: bool = True
 
@@ -49,6 +53,8 @@ class ConsumerOptions:
         check_int("lease_ms", self.lease_ms, 1, MAX_LEASE_MS)
         check_int("concurrency", self.concurrency, 1, MAX_COUNT)
         check_int("trim_every", self.trim_every, 1, 1_000_000)
+        if self.timeout_ms is not None:
+            check_int("timeout_ms", self.timeout_ms, 1, MAX_DELAY_MS)
         if self.lease_ms < 3 * self.beat_ms:
             raise InvalidArgument("lease_ms must be at least three beats")
         if not isinstance(self.grace_s, int | float) or not 0 <= self.grace_s <= 86_400:

@@ -22,6 +22,7 @@ replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES
     ├── QueueNotFound           an operator command named a queue the server has never seen
     ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
     ├── QueueNotDrained         a reshard asked of a queue whose shards still hold jobs
+    ├── HandlerTimeout          (TimeoutError) a handler ran past its timeout: a failed attempt
     └── ConfigurationError      the server refuses this client until a person fixes its setup
         └── ProtocolVersionError the queue was written by an incompatible protocol version
             └── ShardCountMismatch a sharded queue built with another shard count
@@ -33,6 +34,7 @@ __all__ = [
     "BackPressure",
     "ConfigurationError",
     "EchoMQError",
+    "HandlerTimeout",
     "InvalidArgument",
     "InvalidJobId",
     "InvalidPayload",
@@ -142,3 +144,9 @@ class QueueNotDrained(EchoMQError):
 
 class QueueNotFound(EchoMQError, LookupError):
     """An inspection named a queue that has no keys on the server (a mistyped name)."""
+
+
+class HandlerTimeout(EchoMQError, TimeoutError):
+    """A handler ran past its timeout (``ConsumerOptions.timeout_ms``). Never raised to a
+    caller: the consumer records it as the attempt's failure (the row's error names it)
+    and gives the lease back at once through the fenced ``retry``."""

@@ -12,6 +12,8 @@ starts and records, as children of the producer's span:
 * ``echomq.handle`` (kind CONSUMER): the handler, with its outcome and any exception;
 * ``echomq.complete``: writing the outcome (complete, retry or defer).
 
+These are the consumer's hooks (:meth:`JobTracer.hooks`, :mod:`echomq.hooks`).
+
 Attributes follow the messaging conventions: ``messaging.system`` = ``echomq``,
 ``messaging.destination.name`` = the queue, ``messaging.message.id`` = the job id
 (span attributes, unlike metric labels, may carry an id). Without a configured SDK the
@@ -21,6 +23,7 @@ API's no-op tracer makes all of this free.
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from typing import Any
 
 try:
@@ -34,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from echomq._async.queue import AsyncQueue
 from echomq.decoders import text
 from echomq.errors import EchoMQError
+from echomq.hooks import Hooks
 from echomq.model import Lease, Verdict
 from echomq.outcomes import Backoff, Defer, Outcome
 from echomq.protocol import trace_attach
@@ -75,7 +79,15 @@ async def traced_admit(queue: AsyncQueue, job_id: str, payload: bytes, *, lane: 
 
 
 class JobTracer:
-    """A worker's spans for one queue: claim, handle and complete, under the job's context."""
+    """A worker's spans for one queue: claim, handle and complete, under the job's context.
+
+    They are :class:`~echomq.hooks.Hooks` (:meth:`hooks`): ``before`` reads the producer's
+    context, records the claim span and opens the handle span as the current one (so the
+    handler's own spans are its children); ``on_failure`` records the exception;
+    ``after`` ends the handle span with the outcome; ``finished`` records the complete
+    span. The open span lives in a context variable of the handler's task, so an attempt
+    cancelled in between (a lost lease) leaves nothing behind.
+    """
 
     def __init__(self, queue: AsyncQueue, *, lease_ms: int, clock_offset_ms: float = 0.0,
                  tracer_provider: Any = None) -> None:
@@ -83,7 +95,9 @@ class JobTracer:
         self.lease_ms = lease_ms
         self.clock_offset_ms = clock_offset_ms  # server clock minus ours
         self.tracer = _tracer(tracer_provider)
-        self._contexts: dict[tuple[str, int], Any] = {}
+        # (the job's context, the token of the attach, the handle span) of this task's attempt
+        self._open: ContextVar[tuple[Any, Any, Any] | None] = ContextVar(
+            f"echomq-trace-{queue.name}", default=None)
 
     async def context_of(self, lease: Lease) -> Any:
         """The producer's context stored in the job's row (an empty context if none)."""
@@ -91,41 +105,50 @@ class JobTracer:
         carrier = {_FIELD: text(value)} if value else {}
         return _PROPAGATOR.extract(carrier)
 
-    def wrap(self, handler: Any, is_async: bool) -> Any:
-        """``handler`` inside the job's spans; the worker passes an async handler only."""
-        async def traced(lease: Lease) -> Outcome:
-            ctx = await self.context_of(lease)
-            started_ns = time.time_ns()
-            claimed_ns = int((lease.deadline_ms - self.lease_ms - self.clock_offset_ms) * 1_000_000)
-            attrs = _attrs(self.queue.name, lease.id) | {"echomq.attempt": lease.attempt}
-            claim = self.tracer.start_span(f"{self.queue.name} claim", context=ctx, attributes=attrs,
-                                           start_time=min(claimed_ns, started_ns))
-            claim.end(end_time=started_ns)
-            token = otel_context.attach(ctx)
-            try:
-                with self.tracer.start_as_current_span(
-                        f"{self.queue.name} handle", kind=SpanKind.CONSUMER, attributes=attrs,
-                        record_exception=True, set_status_on_exception=True) as span:
-                    outcome: Outcome = await handler(lease)
-                    kind = ("failed" if isinstance(outcome, Backoff) else
-                            "deferred" if isinstance(outcome, Defer) else "processed")
-                    span.set_attribute("echomq.outcome", kind)
-                    if isinstance(outcome, Backoff):
-                        span.set_status(Status(StatusCode.ERROR, outcome.error.split("\n", 1)[0]))
-            finally:
-                otel_context.detach(token)
-            self._contexts[(lease.id, lease.attempt)] = ctx
-            return outcome
+    def hooks(self) -> Hooks:
+        return Hooks(before=[self.before], on_failure=[self.failed], after=[self.after],
+                     finished=[self.finished])
 
-        assert is_async, "the worker wraps handlers in an async function before tracing them"
-        return traced
+    def _attrs(self, lease: Lease) -> dict[str, Any]:
+        return _attrs(self.queue.name, lease.id) | {"echomq.attempt": lease.attempt}
+
+    async def before(self, lease: Lease) -> None:
+        ctx = await self.context_of(lease)
+        started_ns = time.time_ns()
+        claimed_ns = int((lease.deadline_ms - self.lease_ms - self.clock_offset_ms) * 1_000_000)
+        claim = self.tracer.start_span(f"{self.queue.name} claim", context=ctx, attributes=self._attrs(lease),
+                                       start_time=min(claimed_ns, started_ns))
+        claim.end(end_time=started_ns)
+        span = self.tracer.start_span(f"{self.queue.name} handle", context=ctx, kind=SpanKind.CONSUMER,
+                                      attributes=self._attrs(lease))
+        token = otel_context.attach(trace.set_span_in_context(span, ctx))
+        self._open.set((ctx, token, span))
+
+    def failed(self, lease: Lease, error: BaseException, seconds: float) -> None:
+        opened = self._open.get()
+        if opened is not None:
+            opened[2].record_exception(error)
+
+    def after(self, lease: Lease, outcome: Outcome, seconds: float) -> None:
+        opened = self._open.get()
+        if opened is None:
+            return
+        ctx, token, span = opened
+        kind = ("failed" if isinstance(outcome, Backoff) else
+                "deferred" if isinstance(outcome, Defer) else "processed")
+        span.set_attribute("echomq.outcome", kind)
+        if isinstance(outcome, Backoff):
+            span.set_status(Status(StatusCode.ERROR, outcome.error.split("\n", 1)[0]))
+        span.end()
+        otel_context.detach(token)
+        self._open.set((ctx, None, None))
 
     def finished(self, lease: Lease, outcome: Outcome, began: float, ended: float) -> None:
-        """The consumer's ``after_finish``: the ``complete`` span of the written outcome."""
-        ctx = self._contexts.pop((lease.id, lease.attempt), None)
-        if ctx is None:
+        """The ``complete`` span of the written outcome."""
+        opened = self._open.get()
+        if opened is None:
             return
-        attrs = _attrs(self.queue.name, lease.id) | {"echomq.attempt": lease.attempt}
-        span = self.tracer.start_span(f"{self.queue.name} complete", context=ctx, attributes=attrs,
-                                      start_time=int(began * 1e9))
+        self._open.set(None)
+        span = self.tracer.start_span(f"{self.queue.name} complete", context=opened[0],
+                                      attributes=self._attrs(lease), start_time=int(began * 1e9))
         span.end(end_time=int(ended * 1e9))

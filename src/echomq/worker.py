@@ -43,7 +43,7 @@ from echomq._async.scheduler import AsyncScheduler
 from echomq.consumer import Consumer, ConsumerOptions, Handler
 from echomq.errors import InvalidArgument
 from echomq.eviction import check_eviction_policy
-from echomq.failures import failure_text
+from echomq.hooks import Hooks
 from echomq.model import Lease, QueueOptions
 from echomq.outcomes import Backoff, Defer, Outcome
 from echomq.registry import MinuteCounts, Registration, worker_name
@@ -79,6 +79,8 @@ class WorkerSettings:
     on_startup: Hook | None = None
     on_shutdown: Hook | None = None
     allow_eviction: bool = False  # run even if the server's maxmemory-policy could evict jobs
+    timeout_ms: int | None = None  # a handler running longer fails its attempt (HandlerTimeout)
+    hooks: Hooks | None = None  # before/after/on_failure/finished, after the worker's own
     # Periodic jobs this worker also admits (echomq.schedules): each tick once, however
     # many workers run the same schedules.
     schedules: Sequence[Schedule] = ()
@@ -95,11 +97,13 @@ class WorkerSettings:
         if self.schedules:
             AsyncScheduler(_NO_CONNECTOR, self.schedules)  # refuses bad schedules now (no I/O)
         self.consumer_options()  # refuses bad numbers now, not at the first claim
+        if self.hooks is not None and not isinstance(self.hooks, Hooks):
+            raise TypeError(f"hooks must be echomq.Hooks, not {type(self.hooks).__name__}")
 
     def consumer_options(self) -> ConsumerOptions:
         return ConsumerOptions(beat_ms=self.beat_ms, lease_ms=self.lease_ms,
                                concurrency=self.concurrency, grace_s=self.grace_s,
-                               allow_eviction=self.allow_eviction)
+                               allow_eviction=self.allow_eviction, timeout_ms=self.timeout_ms)
 
     @classmethod
     def from_object(cls, obj: Any) -> WorkerSettings:
@@ -153,21 +157,6 @@ def load_target(target: str) -> Any:
     return obj
 
 
-def _as_async(handler: Any) -> Any:
-    """An async handler as is; a blocking one run in a thread (for a wrapper that awaits)."""
-    if _is_async(handler):
-        return handler
-
-    async def run(lease: Lease) -> Outcome:
-        return await asyncio.to_thread(handler, lease)
-    return run
-
-
-def _is_async(handler: Any) -> bool:
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        type(handler).__dict__.get("__call__"))
-
-
 class Worker:
     """Run ``settings`` until :meth:`stop` (or the queues are empty, in burst mode)."""
 
@@ -187,46 +176,31 @@ class Worker:
         self._stop = asyncio.Event()
         self._hurry = False
 
-    # ------------------------------------------------------------ handlers
-    def _wrap(self, queue: str, handler: Handler) -> Handler:
-        if _is_async(handler):
-            async def run_async(lease: Lease) -> Outcome:
-                began = self._began(queue, lease)
-                try:
-                    outcome: Outcome = await handler(lease)  # type: ignore[misc]
-                except Exception as exc:
-                    return self._failed(queue, lease, exc, began)
-                return self._ended(queue, outcome, began)
-            return run_async
+    # ------------------------------------------------------------ hooks
+    def _hooks(self, queue: str) -> Hooks:
+        """The worker's own hooks on ``queue`` (counts, failure log, metrics), then the
+        settings' hooks. Tracing adds its own in front (it opens the handler's span)."""
+        own = Hooks(before=[lambda lease: self._began(queue, lease)],
+                    after=[lambda lease, outcome, seconds: self._ended(queue, outcome, seconds)],
+                    on_failure=[lambda lease, error, seconds: self._failed(queue, lease, error)])
+        return own.then(self.settings.hooks)
 
-        def run_blocking(lease: Lease) -> Outcome:
-            began = self._began(queue, lease)
-            try:
-                outcome: Outcome = handler(lease)  # type: ignore[assignment]
-            except Exception as exc:
-                return self._failed(queue, lease, exc, began)
-            return self._ended(queue, outcome, began)
-        return run_blocking
-
-    def _began(self, queue: str, lease: Lease) -> float:
+    def _began(self, queue: str, lease: Lease) -> None:
         if self.metrics is not None:
             claimed_ms = lease.deadline_ms - self.settings.lease_ms  # server clock
             now_ms = time.time() * 1000 + self._clock_offset_ms
             self.metrics.started(queue, max(0.0, (now_ms - claimed_ms) / 1000))
-        return time.perf_counter()
 
-    def _ended(self, queue: str, outcome: Outcome, began: float) -> Outcome:
+    def _ended(self, queue: str, outcome: Outcome, seconds: float) -> None:
         kind = ("failed" if isinstance(outcome, Backoff) else
                 "deferred" if isinstance(outcome, Defer) else "processed")
         self.minute.add(kind)
         if self.metrics is not None:
-            self.metrics.handled(queue, time.perf_counter() - began, kind)
-        return outcome
+            self.metrics.handled(queue, seconds, kind)
 
-    def _failed(self, queue: str, lease: Lease, exc: Exception, began: float) -> Outcome:
+    def _failed(self, queue: str, lease: Lease, error: BaseException) -> None:
         log.error("%s: job %s (attempt %d) on %s failed", self.name, lease.id, lease.attempt, queue,
-                  exc_info=exc)
-        return self._ended(queue, Backoff(error=failure_text(exc)), began)
+                  exc_info=error)
 
     def about(self) -> dict[str, Any]:
         """What the registration publishes about this worker."""
@@ -269,24 +243,21 @@ class Worker:
         if s.on_startup is not None:
             await s.on_startup()
         opts = s.consumer_options()
-        for queue, handler in s.handlers.items():
-            q = AsyncQueue(connector, queue, options=s.queue_options)
-            await q.fence()  # the queue exists (and speaks our protocol) from the start
-            wrapped = self._wrap(queue, handler)
-            tracer = None
-            if s.tracing:
-                from echomq.tracing import JobTracer
-
-                tracer = JobTracer(q, lease_ms=s.lease_ms, clock_offset_ms=self._clock_offset_ms,
-                                   tracer_provider=s.tracer_provider)
-                wrapped = tracer.wrap(_as_async(wrapped), True)
-            self.consumers[queue] = Consumer(q, wrapped, options=opts, name=f"{self.name}/{queue}")
-            if tracer is not None:
-                self.consumers[queue].after_finish = tracer.finished
-        if s.metrics_port is not None:
+        if s.metrics_port is not None:  # before the consumers: their hooks observe into it
             from echomq.metrics import WorkerMetrics
 
             self.metrics = WorkerMetrics(self, port=s.metrics_port, host=s.metrics_host)
+        for queue, handler in s.handlers.items():
+            q = AsyncQueue(connector, queue, options=s.queue_options)
+            await q.fence()  # the queue exists (and speaks our protocol) from the start
+            hooks = self._hooks(queue)
+            if s.tracing:
+                from echomq.tracing import JobTracer
+
+                hooks = JobTracer(q, lease_ms=s.lease_ms, clock_offset_ms=self._clock_offset_ms,
+                                  tracer_provider=s.tracer_provider).hooks().then(hooks)
+            self.consumers[queue] = Consumer(q, handler, options=opts, name=f"{self.name}/{queue}",
+                                             hooks=hooks)
         registration = Registration(connector, list(s.handlers), name=self.name, beat_s=s.registry_beat_s,
                                     ttl_s=s.registry_ttl_s, about=self.about)
         await registration.beat()

@@ -1,0 +1,62 @@
+"""One attempt's handler call: its timeout and the hooks around it (:mod:`echomq.hooks`).
+
+A handler that runs past its timeout (the consumer's ``timeout_ms``) is a failed attempt:
+the outcome is ``Backoff`` whose error is :class:`~echomq.errors.HandlerTimeout`, so the
+consumer writes it at once with the fenced ``retry`` (the lease is given back now, not
+left to expire; dead at the attempt limit). An ``async def`` handler is cancelled at its
+timeout. A plain-function handler runs in a thread, which Python cannot stop: its
+attempt is failed and handed back all the same, and whatever it returns later is
+discarded (the thread's slot stays busy until it returns).
+
+A cancellation (a lost lease, the end of the grace period) passes through untouched: it
+is not a failure, and no ``after`` or ``on_failure`` hook runs for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from echomq.errors import HandlerTimeout
+from echomq.failures import failure_text
+from echomq.hooks import Hooks
+from echomq.model import Lease
+from echomq.outcomes import Backoff, Outcome
+
+__all__ = ["call_handler"]
+
+log = logging.getLogger("echomq.consumer")
+
+
+async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, timeout_ms: int | None,
+                       hooks: Hooks, who: str) -> Outcome:
+    """Run ``before`` hooks, the handler (``run()``) within ``timeout_ms``, then ``on_failure``
+    (an exception or the timeout) and ``after``; returns the outcome to write."""
+    await hooks.run_before(lease)
+    began = time.perf_counter()
+    error: BaseException | None = None
+    try:
+        if timeout_ms is None:
+            outcome = await run()
+        else:
+            deadline = asyncio.timeout(timeout_ms / 1000)
+            try:
+                async with deadline:
+                    outcome = await run()
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # the handler's own TimeoutError: an ordinary failure
+                error = HandlerTimeout(f"the handler ran past its timeout of {timeout_ms} ms "
+                                       f"(job {lease.id}, attempt {lease.attempt})")
+                log.warning("%s: %s", who, error)
+                outcome = Backoff(error=failure_text(error))
+    except Exception as exc:
+        log.warning("%s: job %s attempt %d failed", who, lease.id, lease.attempt, exc_info=exc)
+        error, outcome = exc, Backoff(error=failure_text(exc))
+    seconds = time.perf_counter() - began
+    if error is not None:
+        await hooks.run_failure(lease, error, seconds)
+    await hooks.run_after(lease, outcome, seconds)
+    return outcome
