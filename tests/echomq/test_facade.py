@@ -31,6 +31,8 @@ EXPORTED = [
     # sharded queues (decision 0020)
     "AsyncShardedQueue", "ShardedQueue", "ShardedConsumer", "ShardCountMismatch", "QueueNotDrained",
     "reshard", "reshard_async",
+    # handler timeouts and hooks (docs/features.md)
+    "HandlerTimeout", "Hooks",
 ]
 # Public subpackages a user imports by name (``from echomq import dashboard``), each with
 # its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.
