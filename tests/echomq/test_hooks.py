@@ -4,18 +4,32 @@ failing hook changes nothing; the worker's metrics and traces are hooks too."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import redis
 
 from echomq import AsyncQueue, Hooks, InvalidArgument, Lease, QueueOptions, generate
-from echomq.consumer import Consumer
-from echomq.outcomes import Ack, Backoff, Outcome
+from echomq.consumer import Consumer, ConsumerOptions
+from echomq.outcomes import Ack, Backoff, BackoffPolicy, Outcome
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
-from tests.echomq.test_claim_plane import wait_for
-from tests.echomq.test_consumer import FAST, running
+
+FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=8, grace_s=2.0,
+                       backoff=BackoffPolicy(base_ms=10, max_ms=50))
+
+@contextlib.asynccontextmanager
+async def running(consumer: Consumer) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(consumer.run())
+    try:
+        yield task
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)
+
 
 
 class Recorder:

@@ -4,8 +4,10 @@ the lease is given back at once (never left to expire), on both topologies."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -15,14 +17,23 @@ from echomq.consumer import Consumer, ConsumerOptions
 from echomq.failures import parse_failure
 from echomq.hooks import Hooks
 from echomq.outcomes import BackoffPolicy
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
-from tests.echomq.test_claim_plane import wait_for
-from tests.echomq.test_consumer import running
 
 # A lease far longer than the waits below: a job that leaves ``active`` within them was
 # handed back by the timeout, not by the lease's expiry and reap.
 OPTS = ConsumerOptions(beat_ms=20, lease_ms=600_000, concurrency=4, grace_s=2.0, timeout_ms=200,
                        backoff=BackoffPolicy(base_ms=10, max_ms=50))
+
+@contextlib.asynccontextmanager
+async def running(consumer: Consumer) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(consumer.run())
+    try:
+        yield task
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)
+
 
 
 def _queue(queue: AsyncQueue, attempts: int) -> AsyncQueue:
