@@ -7,9 +7,11 @@ the process that asked for it; ``PgServer`` starts an owner watch that ends it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,8 +41,11 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("named", [False, True], ids=["temporary", "named"])
-def test_kill_9_of_the_owner_ends_its_postgres(tmp_path: Path, named: bool) -> None:
-    data = tmp_path / "pg" / "pgdata" if named else None
+def test_kill_9_of_the_owner_ends_its_postgres(named: bool) -> None:
+    # A named data folder outside pytest's temporary tree (which may be readable by root
+    # only: the embedded server runs as its own system user).
+    base = Path(tempfile.mkdtemp(prefix="codemojex-pgtest-")) if named else None
+    data = base / "pgdata" if base else None
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(data or "")],
                              stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
@@ -59,14 +64,15 @@ def test_kill_9_of_the_owner_ends_its_postgres(tmp_path: Path, named: bool) -> N
     assert not still, "the postmaster outlived its killed owner"
     if named:
         assert (pgdata / "PG_VERSION").exists(), "a named data directory is kept"
+        shutil.rmtree(base or pgdata, ignore_errors=True)
     else:
         assert not pgdata.exists(), "a temporary data directory is removed"
 
 
-def test_a_stopped_server_leaves_no_watch_behind(tmp_path: Path) -> None:
+def test_a_stopped_server_leaves_no_watch_behind() -> None:
     from codemojex.pg import PgServer
 
-    server = PgServer(data_dir=tmp_path / "pgdata")
+    server = PgServer()  # a temporary data folder of its own (pytest's may be root-only)
     server.start()
     watch = server._watch
     assert watch is not None and watch.poll() is None

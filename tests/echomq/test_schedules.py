@@ -178,9 +178,16 @@ async def test_catch_up_admits_the_newest_missed_ticks_oldest_first(
     now = await conn.server_time_ms()
     raw.hset(f"emq:{{{qname}}}:sched:cu", "last", s.latest(now) - 10_000)  # ten ticks missed
     fired = await AsyncScheduler(conn, [s]).tick()
-    latest = s.latest(now)
-    want = [t for t in range(latest - 3000, latest + 1, 1000)]
-    assert [t for _, t, _ in fired][:4] == want  # a tick may pass during the call: then five
+    after = await conn.server_time_ms()
+    ticks = [t for _, t, _ in fired]
+    # The newest missed ticks, oldest first, ending at the last tick due on the server's
+    # clock when the call ran (a tick may come due between `now` and the call). Four, or
+    # three when the scheduler's estimate of the server clock asked for a tick one moment
+    # early: the script refuses a tick later than its own TIME.
+    latest = ticks[-1]
+    assert s.latest(now) <= latest <= s.latest(after), (now, ticks, after)
+    assert ticks == list(range(ticks[0], latest + 1, 1000)) and len(ticks) in (3, 4), ticks
+    assert ticks[0] > s.latest(now) - 10_000  # nothing at or before the mark
     row = await AsyncQueue(conn, qname).job(s.job_id(latest))
     assert row is not None and row["payload"] == b"p" and row["lane"] == b"reports" and row["max"] == b"2"
 
@@ -191,7 +198,8 @@ async def test_skip_admits_only_the_newest_missed_tick(conn: AsyncConnector, qna
     now = await conn.server_time_ms()
     raw.hset(f"emq:{{{qname}}}:sched:sk", "last", s.latest(now) - 600_000)
     fired = await AsyncScheduler(conn, [s]).tick()
-    assert [t for _, t, _ in fired] == [s.latest(now)]
+    after = await conn.server_time_ms()  # a tick may come due between `now` and the call
+    assert [t for _, t, _ in fired] in ([s.latest(now)], [s.latest(after)])
     assert (await AsyncQueue(conn, qname).stats()).pending == 1
 
 
@@ -289,9 +297,20 @@ def test_worker_settings_refuse_a_bad_schedule_list() -> None:
 def test_the_schedule_command(valkey_url: str, qname: str, tmp_path: Path) -> None:
     (tmp_path / "periodic.py").write_text(
         "from echomq import Missed, Schedule\n"
-        f"EVERY = Schedule(name='cli', queue={qname!r}, every_ms=60_000, missed=Missed.SKIP)\n"
+        f"EVERY = Schedule(name='cli', queue={qname!r}, every_ms=600_000, missed=Missed.SKIP)\n"
         "NOT_ONE = 42\n")
     cmd = [sys.executable, "-c", "from echomq.cli import main; main()", "schedule"]
+    client = redis.Redis.from_url(valkey_url)
+    # The three runs must not straddle a tick (every ten minutes): in the last minute
+    # before one, wait for it to pass (a bounded wait, one time in ten).
+    deadline = time.monotonic() + 70
+    while True:
+        sec, usec = client.time()
+        into = (int(sec) * 1000 + int(usec) // 1000) % 600_000
+        if into < 540_000 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    client.close()
     run = lambda *a: subprocess.run([*cmd, *a], cwd=tmp_path, capture_output=True, text=True,  # noqa: E731
                                     timeout=120)
     first = run("periodic:EVERY", "--url", valkey_url, "--once")
@@ -300,9 +319,9 @@ def test_the_schedule_command(valkey_url: str, qname: str, tmp_path: Path) -> No
     try:
         key = f"emq:{{{qname}}}:sched:cli"
         mark = int(client.hget(key, "last") or 0)
-        client.hset(key, "last", mark - 60_000)  # as if a tick was missed
+        client.hset(key, "last", mark - 600_000)  # as if a tick was missed
         second = run("periodic:EVERY", "--url", valkey_url, "--once")
-        s = Schedule(name="cli", queue=qname, every_ms=60_000)
+        s = Schedule(name="cli", queue=qname, every_ms=600_000)
         assert second.returncode == 0, second.stderr
         assert second.stdout == f"{qname} cli tick {mark} admitted {s.job_id(mark)}\n"
         assert client.exists(f"emq:{{{qname}}}:job:{s.job_id(mark)}")
