@@ -21,7 +21,7 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   ``handoff`` (the default) it also parks on the server: the next admission into the
   empty queue leases the job to it in the same step and the wake message carries the
   lease, so the handler starts with no round trip in between (:mod:`echomq.parking`,
-  docs/decisions/0021-hand-off.md). A handed-off job is an ordinary lease (heartbeat,
+  docs/decisions/0018-hand-off.md). A handed-off job is an ordinary lease (heartbeat,
   fenced finish, reaped if the consumer dies); one may arrive while the consumer
   claims, so at most one job beyond ``concurrency`` runs.
 * Every beat one consumer of the queue (a ``SET NX PX`` token) runs promote and
@@ -188,7 +188,7 @@ class Consumer:
             count = max(free, 0) if cands else 0
             tried = cands if count else None
             # Nothing to claim and a slot free: park in this flush (it parks only if pending
-            # is empty), so going idle costs no round trip of its own (decision 0021).
+            # is empty), so going idle costs no round trip of its own (decision 0018).
             park = o.handoff and not cands and free > 0 and not self._parking.recent()
             try:
                 finished = [(x, r) for x, r, _ in acks]

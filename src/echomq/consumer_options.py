@@ -45,7 +45,7 @@ class ConsumerOptions:
     # at once (echomq.handling); None: no limit. Heartbeats keep the lease meanwhile, so a
     # timeout may be longer than lease_ms.
     timeout_ms: int | None = None
-    # Park when idle so admission hands the next job over in its own step (decision 0021).
+    # Park when idle so admission hands the next job over in its own step (decision 0018).
     handoff: bool = True
 
     def __post_init__(self) -> None:

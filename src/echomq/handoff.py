@@ -1,7 +1,7 @@
 """Hand-off on admission: an idle consumer parks, the admission leases it the job.
 
 Pure builders and decoders (no I/O), like :mod:`echomq.protocol`. See
-docs/decisions/0021-hand-off.md and the scripts ``lua/park.lua`` and
+docs/decisions/0018-hand-off.md and the scripts ``lua/park.lua`` and
 ``lua/include/handoff.lua`` (run inside ``lua/enqueue.lua``).
 
 * A consumer whose last flush found pending empty calls ``park`` with its token and its

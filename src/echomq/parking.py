@@ -1,4 +1,4 @@
-"""A consumer's side of hand-off on admission (docs/decisions/0021-hand-off.md).
+"""A consumer's side of hand-off on admission (docs/decisions/0018-hand-off.md).
 
 The consumer parks when its last flush found pending empty with a slot free; admissions
 into the empty queue then lease the job to it and the wake message carries the lease.

@@ -138,7 +138,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await reg.beat()
     await queue_info(c, qname)  # type: ignore[arg-type]
     await reg.remove()
-    # The hand-off path (decision 0021): park on an empty queue, then an admission leases to it.
+    # The hand-off path (decision 0018): park on an empty queue, then an admission leases to it.
     h = AsyncQueue(c, qname + "-h")  # type: ignore[arg-type]
     assert await h.park("t1", lease_ms=60_000, ttl_ms=60_000)
     await h.admit(generate("JOB"), b"h")

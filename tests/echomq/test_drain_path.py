@@ -194,7 +194,7 @@ async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQue
     async def handler(lease: Lease) -> None:
         started.set()
 
-    # Without hand-off (decision 0021; tests/echomq/test_handoff.py covers it) the wake
+    # Without hand-off (decision 0018; tests/echomq/test_handoff.py covers it) the wake
     # message's id is what spares the peek.
     consumer = Consumer(queue, handler, options=ConsumerOptions(beat_ms=5000, lease_ms=20_000,
                                                                 handoff=False))

@@ -1,4 +1,4 @@
-"""Hand-off on admission (docs/decisions/0021-hand-off.md): a parked consumer is leased the
+"""Hand-off on admission (docs/decisions/0018-hand-off.md): a parked consumer is leased the
 next job in the admission's own step. On both topologies, real servers and processes."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "
           "worker_beat"}  # one bounded entry per live worker: a worker stays visible at the limit
 READS = {"browse", "info", "peek", "pending_size", "row", "stats"}
 ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job
-               "park"}  # one bounded registration per idle consumer (decision 0021): deny-oom
+               "park"}  # one bounded registration per idle consumer (decision 0018): deny-oom
 PAYLOAD = b"x" * 1024
 
 

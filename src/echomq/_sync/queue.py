@@ -313,7 +313,7 @@ class Queue:
         runs after the claim, so its ids are the next candidates. ``count`` 0 or no
         candidates: no claim; ``window`` 0: no peek. With ``park`` (a consumer's token) the
         same flush also parks it for hand-off (``park`` script, ``park_ttl_ms``; it parks only
-        if pending is empty, docs/decisions/0021), so an idle consumer parks without a round
+        if pending is empty, docs/decisions/0018), so an idle consumer parks without a round
         trip of its own. Returns (verdicts in input order, leases, next candidates, parked).
         """
         p.check_int("count", count, 0, p.MAX_COUNT)
@@ -354,7 +354,7 @@ class Queue:
         """Park a consumer for hand-off on admission (``ttl_ms`` > 0), or withdraw it (0).
 
         True when parked (or withdrawn); False when pending has work, so nothing was
-        written and the consumer should claim instead (docs/decisions/0021-hand-off.md).
+        written and the consumer should claim instead (docs/decisions/0018-hand-off.md).
         """
         return p.decode_count(self._run(h.park(self.k, token, lease_ms=lease_ms, ttl_ms=ttl_ms))) == 1
 

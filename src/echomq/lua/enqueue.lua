@@ -4,7 +4,7 @@
 --   land together or not at all. Refuses a non-JOB id before any write and a duplicate id
 --   without writing. Every check (kind, the shape of KEYS, the version fence) precedes the
 --   first write. When pending is empty and a consumer is parked, the job is leased to it in
---   this same step instead (hand-off, docs/decisions/0021): the row is written active with
+--   this same step instead (hand-off, docs/decisions/0018): the row is written active with
 --   attempt 1, the lease goes on active, and the wake message carries the lease. The
 --   verdict is the same.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row

@@ -1,6 +1,6 @@
 #!lua
 -- name: park
--- summary: Register an idle consumer for hand-off on admission (docs/decisions/0021), or
+-- summary: Register an idle consumer for hand-off on admission (docs/decisions/0018), or
 --   withdraw it. Parks only while pending is empty: with work waiting the consumer should
 --   claim it, so nothing is written and 0 comes back. A registration lives ttl_ms on the
 --   server clock (the consumer renews it every beat while idle), so one left by a consumer

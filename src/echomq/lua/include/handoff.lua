@@ -1,5 +1,5 @@
 -- handoff(parked, active, job, wake, id, payload): lease a new job to a parked consumer in
--- the admission's own step (docs/decisions/0021-hand-off.md). Called only when pending is
+-- the admission's own step (docs/decisions/0018-hand-off.md). Called only when pending is
 -- empty (a parked consumer saw it empty and nothing has been queued since). Picks the
 -- longest-parked live registration (member '<lease_ms>|<token>', score = its expiry on the
 -- server clock), removes it (one registration, one job), writes the row as claim would
