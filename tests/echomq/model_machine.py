@@ -13,6 +13,7 @@ before the model calls it expired (or due). Nothing in the server is edited by h
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import time
@@ -37,11 +38,17 @@ from echomq import (
     Verdict,
     generate,
 )
+from echomq.failures import parse_failure
+from echomq.handling import call_handler
+from echomq.hooks import Hooks
+from echomq.outcomes import Backoff
+from echomq.schedules import Schedule, decode_schedule
 from tests.echomq.model_ref import Ref
 
 MAX_ATTEMPTS = 2
 LONG = 600_000
 SHORT = 2  # ms: a lease or delay the machine then waits out on the server clock
+TICK = 3_600_000  # ms between the model schedule's ticks (an example takes far less)
 CAP = 10  # live jobs per example: small, so jobs go round many times
 LANES = [None, "f", "g", "s"]
 CALLS = ["heartbeat", "complete", "complete_many", "retry", "defer"]  # f, g: fair lanes; s: a serial lane
@@ -58,6 +65,9 @@ REACH = frozenset({
     # the fences
     "expired lease refused", "other attempt's token refused", "forged token refused",
     "expired lease requeued", "version fence refused",
+    # handler timeouts and schedules
+    "handler timeout handed back", "schedule ticks admitted", "schedule ticks below the mark refused",
+    "schedule tick not due refused",
     # the batched settle path and the finish variants
     "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
     # upkeep: promote, retention, dead jobs
@@ -113,12 +123,15 @@ class QueueMachine(RuleBasedStateMachine):
         self.ref = Ref(max_attempts=MAX_ATTEMPTS)
         self.leases: list[Lease] = []
         self.refused: set[str] = set()  # ids refused by kind: must never exist
+        self.mark: int | None = None  # the model schedule's mark (server ms) once set
+        self.tick_offset: int | None = None
 
     def teardown(self) -> None:
         QueueMachine.reached.update(self.ref.seen)
         keys = [self.q.keys[k] for k in ("pending", "active", "delayed", "done", "dead", "lanes",
                                           "meta", "inflight", "maint")]
         keys += [self.q.job_key(i) for i in [*self.ref.jobs, *self.ref.gone]]
+        keys.append(f"emq:{{{self.name}}}:sched:model")
         for key in keys:
             self.raw.delete(key)
         self.conn.close()
@@ -413,6 +426,56 @@ class QueueMachine(RuleBasedStateMachine):
           delay=st.sampled_from([0, 0, SHORT, SHORT, LONG]))
     def retry(self, data: st.DataObject, fail: bool, delay: int) -> None:
         self._retry(self.pick(data), fail, delay)
+
+    # ------------------------------------------------------- timeouts, schedules
+    @op(2, when=lambda self: any(self.ref.live(x.id, x.attempt) for x in self.leases),
+        data=st.data(), delay=st.sampled_from([0, SHORT, LONG]))
+    def handler_timeout(self, data: st.DataObject, delay: int) -> None:
+        """A handler past its timeout: the real handler call gives a HandlerTimeout failure,
+        written at once with the fenced retry, so the job leaves active without an expiry."""
+        lease = data.draw(st.sampled_from([x for x in self.leases if self.ref.live(x.id, x.attempt)]))
+
+        async def stuck() -> None:
+            await asyncio.Event().wait()
+
+        outcome = asyncio.run(call_handler(stuck, lease, timeout_ms=1, hooks=Hooks(), who="model"))
+        assert isinstance(outcome, Backoff) and parse_failure(outcome.error).type == "HandlerTimeout"
+        t0 = self.now()
+        got = self.q.retry(lease, delay_ms=delay, error=outcome.error)
+        t1 = self.now()
+        assert got is self.ref.retry(lease.id, lease.attempt, True, delay > 0, (t0, t1))
+        assert got is not RetryOutcome.STALE
+        if got is RetryOutcome.SCHEDULED and delay:
+            self._delayed(lease.id, delay, t0, t1)
+        assert self.raw.zscore(self.q.keys["active"], lease.id) is None  # the lease is back now
+        assert parse_failure(self.raw.hget(self.q.job_key(lease.id), "error")).type == "HandlerTimeout"
+        self.ref.seen["handler timeout handed back"] += 1
+
+    @op(2, when=lambda self: self.live() < CAP, back=st.integers(0, 3), ahead=st.integers(1, 2),
+        behind=st.integers(0, 3))
+    def schedule_ticks(self, back: int, ahead: int, behind: int) -> None:
+        """A schedule's ticks: only those after its mark and not after the server's TIME are
+        admitted (ticks re-asked below the mark stay refused, also after their rows are gone)."""
+        if self.tick_offset is None:  # the server clock half a tick from a boundary: what is
+            self.tick_offset = (self.now() + TICK // 2) % TICK  # due cannot change mid-example
+        sched = Schedule(name="model", queue=self.name, every_ms=TICK, offset_ms=self.tick_offset,
+                         payload=b"tick")
+        if self.mark is None:
+            floor = sched.latest(self.now()) - back * TICK
+            self.mark = decode_schedule(self.conn.eval(*sched.call([], floor=floor))).mark
+            assert self.mark == floor
+        latest = sched.latest(self.now())
+        ticks = [t for t in range(self.mark - behind * TICK, latest + (ahead + 1) * TICK, TICK) if t >= 0]
+        got = decode_schedule(self.conn.eval(*sched.call(ticks)))
+        want = [t for t in ticks if self.mark < t <= got.now_ms]
+        assert got.admitted == [sched.job_id(t) for t in want], (self.mark, ticks, got)
+        assert got.mark == (want[-1] if want else self.mark)
+        for t in want:
+            assert self.ref.admit(sched.job_id(t), b"tick")
+        self.mark = got.mark
+        self.ref.seen["schedule ticks admitted"] += bool(want)
+        self.ref.seen["schedule ticks below the mark refused"] += bool(behind)
+        self.ref.seen["schedule tick not due refused"] += 1
 
     # ------------------------------------------------------------------ upkeep
     def _reap(self) -> tuple[int, int]:

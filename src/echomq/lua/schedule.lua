@@ -63,8 +63,8 @@ if not mark and floor and floor <= now then
 end
 local out = {mark or -1, now}
 for i, tick in ipairs(ticks) do
-  if tick > now then break end -- not due yet on the server's clock
-  if not mark or tick > mark then
+  if tick > now then break end -- threshold: due on the server's clock
+  if not mark or tick > mark then -- fence: after the schedule's mark
     local id = ARGV[6 + i]
     if redis.call('EXISTS', KEYS[5 + i]) == 0 then
       if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL); known = true end
