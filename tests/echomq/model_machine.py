@@ -123,7 +123,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.ref = Ref(max_attempts=MAX_ATTEMPTS)
         self.leases: list[Lease] = []
         self.refused: set[str] = set()  # ids refused by kind: must never exist
-        self.mark: int | None = None  # the model schedule's mark (server ms) once set
+        self.marks: dict[str, int] = {}  # the model schedule's mark per queue (server ms)
         self.tick_offset: int | None = None
 
     def teardown(self) -> None:
@@ -131,7 +131,7 @@ class QueueMachine(RuleBasedStateMachine):
         keys = [self.q.keys[k] for k in ("pending", "active", "delayed", "done", "dead", "lanes",
                                           "meta", "inflight", "maint")]
         keys += [self.q.job_key(i) for i in [*self.ref.jobs, *self.ref.gone]]
-        keys.append(f"emq:{{{self.name}}}:sched:model")
+        keys += [f"emq:{{{queue}}}:sched:model" for queue in self.marks]
         for key in keys:
             self.raw.delete(key)
         self.conn.close()
@@ -152,6 +152,10 @@ class QueueMachine(RuleBasedStateMachine):
         while self.now() <= ms:
             assert time.monotonic() < give_up, "server clock did not move"
             time.sleep(0.001)
+
+    def queue_of(self, jid: str) -> Any:
+        """The single-slot queue that holds ``jid`` (a sharded machine: its shard)."""
+        return self.q
 
     def live(self) -> int:
         """Jobs that can still move (a job delayed for LONG is inert: not counted)."""
@@ -447,32 +451,35 @@ class QueueMachine(RuleBasedStateMachine):
         assert got is not RetryOutcome.STALE
         if got is RetryOutcome.SCHEDULED and delay:
             self._delayed(lease.id, delay, t0, t1)
-        assert self.raw.zscore(self.q.keys["active"], lease.id) is None  # the lease is back now
-        assert parse_failure(self.raw.hget(self.q.job_key(lease.id), "error")).type == "HandlerTimeout"
+        q = self.queue_of(lease.id)
+        assert self.raw.zscore(q.keys["active"], lease.id) is None  # the lease is back now
+        assert parse_failure(self.raw.hget(q.job_key(lease.id), "error")).type == "HandlerTimeout"
         self.ref.seen["handler timeout handed back"] += 1
 
-    @op(2, when=lambda self: self.live() < CAP, back=st.integers(0, 3), ahead=st.integers(1, 2),
-        behind=st.integers(0, 3))
-    def schedule_ticks(self, back: int, ahead: int, behind: int) -> None:
+    @op(2, when=lambda self: self.live() < CAP, data=st.data(), back=st.integers(0, 3),
+        ahead=st.integers(1, 2), behind=st.integers(0, 3))
+    def schedule_ticks(self, data: st.DataObject, back: int, ahead: int, behind: int) -> None:
         """A schedule's ticks: only those after its mark and not after the server's TIME are
         admitted (ticks re-asked below the mark stay refused, also after their rows are gone)."""
         if self.tick_offset is None:  # the server clock half a tick from a boundary: what is
             self.tick_offset = (self.now() + TICK // 2) % TICK  # due cannot change mid-example
-        sched = Schedule(name="model", queue=self.name, every_ms=TICK, offset_ms=self.tick_offset,
+        queue = self.q.name
+        sched = Schedule(name="model", queue=queue, every_ms=TICK, offset_ms=self.tick_offset,
                          payload=b"tick")
-        if self.mark is None:
+        mark = self.marks.get(queue)
+        if mark is None:
             floor = sched.latest(self.now()) - back * TICK
-            self.mark = decode_schedule(self.conn.eval(*sched.call([], floor=floor))).mark
-            assert self.mark == floor
+            mark = decode_schedule(self.conn.run(sched.call([], floor=floor))).mark
+            assert mark == floor
         latest = sched.latest(self.now())
-        ticks = [t for t in range(self.mark - behind * TICK, latest + (ahead + 1) * TICK, TICK) if t >= 0]
-        got = decode_schedule(self.conn.eval(*sched.call(ticks)))
-        want = [t for t in ticks if self.mark < t <= got.now_ms]
-        assert got.admitted == [sched.job_id(t) for t in want], (self.mark, ticks, got)
-        assert got.mark == (want[-1] if want else self.mark)
+        ticks = [t for t in range(mark - behind * TICK, latest + (ahead + 1) * TICK, TICK) if t >= 0]
+        got = decode_schedule(self.conn.run(sched.call(ticks)))
+        want = [t for t in ticks if mark < t <= got.now_ms]
+        assert got.admitted == [sched.job_id(t) for t in want], (mark, ticks, got)
+        assert got.mark == (want[-1] if want else mark)
         for t in want:
             assert self.ref.admit(sched.job_id(t), b"tick")
-        self.mark = got.mark
+        self.marks[queue] = got.mark
         self.ref.seen["schedule ticks admitted"] += bool(want)
         self.ref.seen["schedule ticks below the mark refused"] += bool(behind)
         self.ref.seen["schedule tick not due refused"] += 1

@@ -130,6 +130,8 @@ class ShardedMachine(QueueMachine):
             for key in keys:
                 self.raw.delete(key)
         self.raw.delete(f"emq:{{{self.name}}}:shards")
+        for queue in self.marks:
+            self.raw.delete(f"emq:{{{queue}}}:sched:model")
         self.conn.close()
         self.raw.close()
 
@@ -140,6 +142,9 @@ class ShardedMachine(QueueMachine):
         else:
             sec, usec = self.raw.time()
         return int(sec) * 1000 + int(usec) // 1000
+
+    def queue_of(self, jid: str) -> Any:
+        return self.sq.shards[self._shard(jid)]
 
     def _shard(self, jid: str) -> int:
         return self.ref.home[jid]
@@ -222,6 +227,10 @@ class ShardedMachine(QueueMachine):
     def foreign_version(self, data: st.DataObject, call: str) -> None:
         """Another major version recorded itself in one shard's meta: that shard refuses."""
         self._on_shard(data, QueueMachine.foreign_version, data, call)
+
+    def schedule_ticks(self, data: st.DataObject, back: int, ahead: int, behind: int) -> None:
+        """Not on a sharded queue: a schedule admits into one single-slot queue (its ticks'
+        ids would route to other shards), so the single-queue machines model it."""
 
     def _on_shard(self, data: st.DataObject, step: Any, *args: Any) -> None:
         """Run a step of the single-queue machine on one shard and its model."""

@@ -41,5 +41,8 @@ def test_sharded_queue_matches_its_model_on_the_cluster(local_cluster: LocalClus
     run = settings(max_examples=25, stateful_step_count=60, deadline=None,
                    suppress_health_check=list(HealthCheck))(machine)  # type: ignore[arg-type]
     run.TestCase().runTest()
-    missed = REACH - {k for k, n in QueueMachine.reached.items() if n}
+    # A schedule admits into one single-slot queue; the single-queue machines cover it.
+    unsharded = {"schedule ticks admitted", "schedule ticks below the mark refused",
+                 "schedule tick not due refused"}
+    missed = REACH - unsharded - {k for k, n in QueueMachine.reached.items() if n}
     assert not missed, f"the run never reached: {sorted(missed)}"
