@@ -20,9 +20,9 @@ NOTES = re.compile(r"\bLESSONS\b|\bBRIEF\.md\b|\bSTYLE\.md\b|/work/shared\b")
 OUTSIDE = re.compile(f"{SEED.pattern}|{NOTES.pattern}", re.IGNORECASE)
 
 # Every file of src/ and docs/ is checked for the seed documents; the product notes are
-# checked in src/echomq and docs (src/codemojex still names LESSONS in three comments).
+# checked in all of src/ and docs.
 TOPS = ("src", "docs")
-NOTE_TOPS = ("src/echomq", "docs")
+NOTE_TOPS = ("src", "docs")
 
 
 def documents(tops: tuple[str, ...]) -> list[Path]:

