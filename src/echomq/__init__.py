@@ -11,14 +11,16 @@ expression or interval, however many schedulers run. ``derive_id`` maps a busine
 key to the same job id every time (idempotent admission).
 """
 
-from echomq._async.cluster import AsyncClusterConnector, connect_async
+from echomq._async.cluster import AsyncClusterConnector
+from echomq._async.connect import connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.queue import AsyncQueue
 from echomq._async.reshard import reshard as reshard_async
 from echomq._async.scheduler import AsyncScheduler
 from echomq._async.sharded import AsyncShardedQueue
-from echomq._sync.cluster import ClusterConnector, connect
+from echomq._sync.cluster import ClusterConnector
+from echomq._sync.connect import connect
 from echomq._sync.connector import Connector
 from echomq._sync.memory import memory_status
 from echomq._sync.queue import Queue

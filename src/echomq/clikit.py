@@ -75,7 +75,7 @@ def describe(exc: BaseException) -> str:
 
 def short_connector(url: str) -> Any:
     """A connector for a command: no I/O yet, a short retry budget, short timeouts."""
-    from echomq._async.cluster import connect_async
+    from echomq._async.connect import connect_async
 
     try:
         return connect_async(url, retry_budget_s=CLI_RETRY_BUDGET_S, socket_timeout=CLI_RETRY_BUDGET_S)

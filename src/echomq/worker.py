@@ -36,7 +36,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from echomq import keyspace
-from echomq._async.cluster import AsyncClusterConnector, connect_async
+from echomq._async.cluster import AsyncClusterConnector
+from echomq._async.connect import connect_async
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
 from echomq._async.scheduler import AsyncScheduler

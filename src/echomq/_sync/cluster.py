@@ -27,13 +27,15 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from redis import exceptions as rex
 
 from echomq import _edge, keyspace
 from echomq._sync.connector import Call, Connector, Read, check_calls, is_transient
+from echomq._sync.shard_subscription import ShardSubscription
+from echomq.cluster_url import Addr, parse_cluster_url
 from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, ServerUnavailable
 from echomq.scripts import Script
@@ -42,9 +44,8 @@ from echomq.scripts import Script
 # process-wide `random` state its users and their test tools rely on.
 _rng = random.Random()
 
-__all__ = ["ClusterConnector", "connect", "parse_cluster_url"]
+__all__ = ["ClusterConnector", "parse_cluster_url"]
 
-Addr = tuple[str, int]
 # Commands without a key go to any primary (TIME, SCRIPT LOAD, ...); the rest by args[1].
 _KEYLESS = frozenset({"TIME", "PING", "INFO", "SCRIPT", "CLUSTER", "WAIT", "DBSIZE", "ROLE",
                       "CONFIG", "FLUSHALL", "FLUSHDB", "ECHO", "LASTSAVE"})
@@ -52,71 +53,10 @@ _MAX_REDIRECTS = 16  # a slot migrating back and forth; more than this is a brok
 # Backoff cap: a failover completes 3-5 s after the primary dies, and every 0.25 s of cap
 # is up to 0.25 s of outage the application sees after the promotion.
 _MAX_DELAY = 0.25
-_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss",
-                    "valkey+cluster": "redis", "valkeys+cluster": "rediss"}
 
 
 def _retryable(exc: BaseException) -> bool:
     return is_transient(exc) or isinstance(exc, ServerUnavailable)
-
-
-def _split_host(item: str) -> Addr:
-    host, sep, port = item.strip().rpartition(":")
-    if not sep or host.endswith(":"):  # no port (or a bare IPv6 address): the default port
-        return item.strip().strip("[]"), 6379
-    return host.strip("[]"), int(port)
-
-
-def parse_cluster_url(url: str) -> tuple[str, str, list[Addr]]:
-    """``(scheme, userinfo, seed nodes)`` of ``redis+cluster://[user:pw@]h1:p1,h2:p2``
-    (also ``rediss+cluster``, ``valkey+cluster``, or ``redis://`` with comma-separated
-    hosts). ``scheme`` is the single-node scheme each node is reached with."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        raise InvalidArgument(f"not a URL: {url!r}")
-    base = _CLUSTER_SCHEMES.get(scheme.lower(), scheme.lower())
-    if base not in ("redis", "rediss"):
-        raise InvalidArgument(f"a cluster URL needs redis(s)+cluster:// or redis(s)://, not {scheme}://")
-    netloc, _, path = rest.partition("/")
-    path = path.split("?", 1)[0]
-    if path not in ("", "0"):
-        raise InvalidArgument("a Valkey cluster has only database 0")
-    userinfo, _, hosts = netloc.rpartition("@")
-    seeds = [_split_host(h) for h in hosts.split(",") if h.strip()]
-    if not seeds:
-        raise InvalidArgument(f"no seed node in {url!r}")
-    return base, userinfo, seeds
-
-
-class _ShardSubscription:
-    """``SSUBSCRIBE`` on the primary that owns the channel's slot. When the slot leaves
-    that node (failover, resharding) the server ends the subscription: ``get_message``
-    then raises, and the caller subscribes again through the connector."""
-
-    def __init__(self, pubsub: Any, on_lost: Callable[[], None]) -> None:
-        self.pubsub = pubsub
-        self._on_lost = on_lost
-
-    def get_message(self, ignore_subscribe_messages: bool = True, **wait: Any) -> Any:
-        """As redis-py's ``get_message`` (``timeout=`` seconds to wait for a message)."""
-        with _edge.mapped():
-            try:
-                msg = self.pubsub.get_message(ignore_subscribe_messages=False, **wait)
-            except Exception:
-                self._on_lost()
-                raise
-            if msg is None:
-                return None
-            if msg["type"] == "sunsubscribe":
-                self._on_lost()
-                raise ServerUnavailable("the wake channel's slot left this node")
-            if ignore_subscribe_messages and msg["type"] == "ssubscribe":
-                return None
-            return msg
-
-    def close(self) -> None:
-        with _edge.mapped():
-            self.pubsub.close()
 
 
 _FAILED_FOR_S = 10.0  # a failover takes 2-5 s; a node failed longer ago is tried in turn again
@@ -468,7 +408,7 @@ class ClusterConnector:
         sec, usec = self.command("TIME")
         return int(sec) * 1000 + int(usec) // 1000
 
-    def wake_subscription(self, channel: str) -> _ShardSubscription:
+    def wake_subscription(self, channel: str) -> ShardSubscription:
         """``SSUBSCRIBE channel`` on the primary owning its slot. The subscription raises
         when that node is lost or gives the slot up; subscribe again then."""
         with _edge.mapped():
@@ -479,40 +419,8 @@ class ClusterConnector:
             except Exception:
                 self._stale = True
                 raise
-        return _ShardSubscription(pubsub, self._mark_stale)
+        return ShardSubscription(pubsub, self._mark_stale)
 
     def _mark_stale(self) -> None:
         self._stale = True
 
-
-def connect(
-    target: str | Sequence[str | Addr],
-    *,
-    cluster: bool | None = None,
-    retry_budget_s: float = 10.0,
-    socket_timeout: float | None = 5.0,
-    max_connections: int | None = None,
-) -> Connector | ClusterConnector:
-    """A connector for ``target``, without I/O: a single server or a cluster.
-
-    A cluster when ``cluster=True``, when ``target`` is a list of seed nodes
-    (``"host:port"`` or ``(host, port)``), when the scheme is ``redis+cluster://``
-    (``rediss+``, ``valkey+``) or when the URL names several comma-separated hosts.
-    Otherwise one server (``redis://``, ``rediss://``, ``unix://``).
-    """
-    opts: dict[str, Any] = {"retry_budget_s": retry_budget_s, "socket_timeout": socket_timeout,
-                            "max_connections": max_connections}
-    if not isinstance(target, str):
-        if cluster is False:
-            raise InvalidArgument("a list of seed nodes names a cluster")
-        seeds = [_split_host(t) if isinstance(t, str) else (t[0], int(t[1])) for t in target]
-        return ClusterConnector(seeds, **opts)
-    scheme, _, rest = target.partition("://")
-    several = "," in rest.partition("/")[0]
-    if cluster is None:
-        cluster = scheme.lower() in _CLUSTER_SCHEMES or several
-    if cluster:
-        return ClusterConnector.from_url(target, **opts)
-    if scheme.lower() in _CLUSTER_SCHEMES or several:
-        raise InvalidArgument(f"cluster=False, but {target!r} names a cluster")
-    return Connector.from_url(target, **opts)

@@ -26,7 +26,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from echomq._async.cluster import AsyncClusterConnector, connect_async
+from echomq._async.cluster import AsyncClusterConnector
+from echomq._async.connect import connect_async
 from echomq._async.connector import AsyncConnector
 from echomq.dashboard import data
 from echomq.dashboard.history import History
