@@ -234,7 +234,12 @@ class ShardedMachine(QueueMachine):
 
     def _on_shard(self, data: st.DataObject, step: Any, *args: Any) -> None:
         """Run a step of the single-queue machine on one shard and its model."""
-        shard = data.draw(st.integers(0, SHARDS - 1), label="shard")
+        # Mostly a shard that holds leases, so its steps finish attempts (a settle completes
+        # only the leases of its shard), else any shard.
+        held = sorted({i for i, s in enumerate(self.sq.shards) for x in self.leases
+                       if x.queue == s.name})
+        pick = st.sampled_from(held) if held and data.draw(st.booleans()) else st.integers(0, SHARDS - 1)
+        shard = data.draw(pick, label="shard")
         saved, saved_ref = self.q, self.ref
         mine = [x for x in self.leases if x.queue == self.sq.shards[shard].name]
         self.q, self.ref = self.sq.shards[shard], self.ref.refs[shard]
