@@ -64,7 +64,9 @@ def test_the_rules_name_only_queue_keys_and_no_dangerous_command() -> None:
         for bad in ("+keys", "+flushall", "+flushdb", "+config", "+eval", "+debug", "+@all", "+acl"):
             assert bad not in rules, (role, bad)
     assert "+hset" not in acl_rules("dashboard-readonly", [Q])
-    assert "+zrem" not in acl_rules("producer", [Q])
+    # A producer writes rows and sets but never deletes a row or a field (ZREM it needs since
+    # the hand-off: an admission takes a parked consumer's registration off the parked set).
+    assert "+del" not in acl_rules("producer", [Q]) and "+hdel" not in acl_rules("producer", [Q])
 
 
 async def test_producer_worker_and_dashboard_flows_run_as_their_users(
