@@ -14,7 +14,6 @@ SameSite=Strict cookie, so another site cannot post with it), a script sends
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -227,9 +226,10 @@ def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequ
 
     async def stop(app: web.Application) -> None:
         task = app[_SAMPLER]
+        if st.history is not None:
+            st.history.stop()
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait({task}, timeout=5.0)  # it ends after the queue it is sampling
         for p in st.pages:
             if p.cleanup is not None:
                 await p.cleanup()

@@ -77,6 +77,13 @@ class History:
         self.interval_s = interval_s
         self.length = length
         self._samples: dict[str, collections.deque[Sample]] = {}
+        self._stopped = False
+
+    def stop(self) -> None:
+        """End :meth:`run` after the queue it is sampling now (a cancellation alone was
+        seen lost inside a connector call, leaving a dashboard with many queues unable to
+        stop on Ctrl-C)."""
+        self._stopped = True
 
     def queues(self) -> list[str]:
         return list(self._samples)
@@ -91,6 +98,8 @@ class History:
     async def sample(self, queues: list[str]) -> None:
         """Take one sample of each of ``queues`` now."""
         for name in queues:
+            if self._stopped:
+                return
             ring = self._samples.setdefault(name, collections.deque(maxlen=self.length))
             ring.append(await self._one(name, ring[-1] if ring else None))
         for gone in set(self._samples) - set(queues):
@@ -120,7 +129,7 @@ class History:
     async def run(self, queues: Any) -> None:
         """Sample every ``interval_s`` until cancelled; ``queues()`` names the queues each
         time. A failed tick is logged and the next one tried."""
-        while True:
+        while not self._stopped:
             try:
                 await self.sample(await queues())
             except asyncio.CancelledError:
