@@ -38,7 +38,7 @@ def test_sharded_queue_matches_its_model_on_the_cluster(local_cluster: LocalClus
     ShardedMachine.url, ShardedMachine.cluster = cluster_url(local_cluster), True
     QueueMachine.reached.clear()
     machine = type("ShardedRun", (ShardedMachine,), {})
-    run = settings(max_examples=25, stateful_step_count=60, deadline=None,
+    run = settings(max_examples=40, stateful_step_count=60, deadline=None,
                    suppress_health_check=list(HealthCheck))(machine)  # type: ignore[arg-type]
     run.TestCase().runTest()
     # A schedule admits into one single-slot queue; the single-queue machines cover it.
