@@ -26,7 +26,7 @@ def run_machine(url: str, cluster: bool, *, examples: int, steps: int, **extra: 
 
 @pytest.mark.timeout(900)
 def test_protocol_matches_its_model(backend: str, backend_url: str) -> None:
-    run_machine(backend_url, backend == "cluster", examples=40, steps=60)
+    run_machine(backend_url, backend == "cluster", examples=60, steps=60)
     missed = REACH - {k for k, n in QueueMachine.reached.items() if n}
     assert not missed, f"the run never reached: {sorted(missed)}"
 
