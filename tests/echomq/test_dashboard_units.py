@@ -127,3 +127,38 @@ async def test_the_dashboards_reads_on_this_topology(queue: AsyncQueue) -> None:
     last = history.samples(queue.name)[-1]
     assert (last.pending, last.done, last.completed) == (2, 2, 2)
     assert last.p50_ms is not None and 0 <= last.p50_ms < 60_000
+
+
+async def test_one_damaged_queue_is_one_flagged_row_and_the_others_still_show(
+        queue: AsyncQueue, raw: redis.Redis, backend_url: str) -> None:
+    """A key of the wrong type in one queue (a foreign client's write) used to make the whole
+    overview a 503 page and every sampling tick fail: now that queue's row says what is wrong
+    and every other queue is shown and sampled."""
+    import asyncio
+    import urllib.request
+
+    from echomq.dashboard import DashboardOptions, create_app
+    from echomq.dashboard.history import History
+    from tests.dashboard_support import served
+
+    damaged = AsyncQueue(queue.connector, queue.name + "-damaged")
+    await queue.enqueue(generate("JOB"), b"{}")
+    await damaged.enqueue(generate("JOB"), b"{}")
+    raw.delete(damaged.keys["done"])
+    raw.set(damaged.keys["done"], "not a sorted set")
+    try:
+        history = History(queue.connector, interval_s=60)
+        await history.sample([damaged.name, queue.name])
+        assert history.samples(queue.name)[-1].pending == 1 and history.samples(damaged.name) == []
+
+        def get(url: str) -> tuple[int, str]:
+            with urllib.request.urlopen(url, timeout=20) as reply:
+                return reply.status, reply.read().decode()
+
+        with served(create_app(backend_url, options=DashboardOptions(refresh_s=0))) as url:
+            status, page = await asyncio.to_thread(get, url + "/")
+        assert status == 200
+        assert f">{damaged.name}</a>" in page and "unreadable: ServerError: WRONGTYPE" in page
+        assert f">{queue.name}</a>" in page
+    finally:
+        raw.delete(damaged.keys["done"])

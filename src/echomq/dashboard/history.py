@@ -23,7 +23,7 @@ from typing import Any
 from echomq import ids, keyspace
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
-from echomq.errors import InvalidArgument
+from echomq.errors import BackPressure, InvalidArgument, ServerError
 
 __all__ = ["History", "Sample", "percentile"]
 
@@ -78,6 +78,7 @@ class History:
         self.length = length
         self._samples: dict[str, collections.deque[Sample]] = {}
         self._stopped = False
+        self._unreadable: set[str] = set()  # queues whose last sample failed (warned once)
 
     def stop(self) -> None:
         """End :meth:`run` after the queue it is sampling now (a cancellation alone was
@@ -101,7 +102,16 @@ class History:
             if self._stopped:
                 return
             ring = self._samples.setdefault(name, collections.deque(maxlen=self.length))
-            ring.append(await self._one(name, ring[-1] if ring else None))
+            try:
+                ring.append(await self._one(name, ring[-1] if ring else None))
+            except ServerError as exc:  # a damaged queue (a foreign key of the wrong type)
+                if isinstance(exc, BackPressure):
+                    raise  # the whole server: the tick fails and is tried again
+                if name not in self._unreadable:  # once per queue, not once per tick
+                    log.warning("dashboard: cannot sample queue %s (%s); sampling the others", name, exc)
+                self._unreadable.add(name)
+                continue
+            self._unreadable.discard(name)
         for gone in set(self._samples) - set(queues):
             del self._samples[gone]
 

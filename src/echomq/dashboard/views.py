@@ -15,7 +15,14 @@ from echomq.dashboard.app import State, state
 from echomq.dashboard.charts import Series, line_chart
 from echomq.dashboard.history import Sample
 from echomq.dashboard.render import ago, badge, duration, esc, payload_preview, table, utc
-from echomq.errors import InvalidQueueName, QueueNotFound
+from echomq.errors import (
+    BackPressure,
+    ConfigurationError,
+    InvalidQueueName,
+    QueueNotFound,
+    ScriptContractError,
+    ServerError,
+)
 from echomq.keyspace import check_queue
 from echomq.memory import human
 
@@ -85,12 +92,16 @@ async def _memory(st: State) -> tuple[str, str]:
 async def overview(request: web.Request) -> web.Response:
     st = state(request)
     names = await st.queues()
-    sums = []
+    sums, broken = [], []
     for n in names:
         try:
             sums.append(await data.summary(st.connector, n))
         except QueueNotFound:
             continue  # deleted since the scan
+        except (ServerError, ScriptContractError, ConfigurationError) as exc:
+            if isinstance(exc, BackPressure):
+                raise  # a busy or full server: every queue is unavailable, the page says so
+            broken.append((n, exc))  # one damaged queue is one flagged row, not a 503 page
     totals = {s: sum(getattr(q.counts, s) for q in sums) for s in STATES}
     workers = [(q.name, w, q.now_ms) for q in sums for w in q.workers]
     cards = "".join(f'<a class="card stat {s}" href="#queues"><b>{totals[s]:,}</b><span>{s}</span></a>'
@@ -112,6 +123,10 @@ async def overview(request: web.Request) -> web.Response:
                      f"{last.completed_per_s:,.1f}/s" if last else "–",
                      duration(last.p95_ms / 1000) if last and last.p95_ms is not None else "–",
                      str(len(q.workers))])
+    for n, why in broken:
+        rows.append([f'<a href="{esc(_qurl(n))}">{esc(n)}</a>',
+                     f'<span class="flash err" role="alert">unreadable: {esc(type(why).__name__)}: '
+                     f'{esc(why)}</span>', *[""] * (len(STATES) + 4)])
     queues = table(["queue", *STATES, "oldest pending", "done / dead last min", "throughput",
                     "p95 latency", "workers"], rows,
                    cls="queues num", empty="no queue on this server yet")
