@@ -7,7 +7,7 @@
   (:meth:`CacheTable.get`) answer None when the cache cannot.
 * **Whole values.** Each value is a hash built in a shadow key
   ``cm:cache:{<table>:<key>}:shadow:<token>`` (one small script builds it whole,
-  with its TTL: :data:`SHADOW`) and swapped in with one ``RENAME``
+  with its TTL: :data:`SHADOW`, ``lua/cache_shadow.lua``) and swapped in with one ``RENAME``
   onto ``cm:cache:{<table>:<key>}``. Both keys share one hash tag, so the rename
   is legal on a cluster, and a reader sees the old complete value or the new
   complete value, never a mix. The shadow carries the entry's TTL (``RENAME``
@@ -44,6 +44,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.emoji import EmojiSet
 from codemojex.errors import ConfigurationError
+from codemojex.scripts import game_script
 from codemojex.wallet import Round, get_round
 from codemojex.wallet.reads import current_round as current_round_in_db
 from echomq import (
@@ -53,7 +54,6 @@ from echomq import (
     EchoMQError,
     Script,
     Supervisor,
-    parse_script,
 )
 
 __all__ = ["CURRENT", "DIRECTORY_KEY", "SHADOW", "CacheTable", "CacheTier", "Directory", "ReadStats"]
@@ -64,23 +64,7 @@ DIRECTORY_KEY = "cm:cache:directory"
 DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth
 CURRENT = "current"  # the games table's entry for the round opened last
 
-SHADOW: Script = parse_script("cache_shadow", """#!lua
--- name: cache_shadow
--- summary: build a cache value in its own fresh shadow key, whole and with its TTL
--- KEYS[1] shadow: cm:cache:{<table>:<key>}:shadow:<token>, hash, unique per write
--- ARGV[1] ttl_ms: the entry's time to live (>= 1)
--- ARGV[2..] fields: field, value, field, value, ...
--- RETURNS: 1
--- ERRORS: EMQARG a bad TTL, or an odd, empty or too long (> 100 fields) list; nothing written
-local ttl = tonumber(ARGV[1])
-if not ttl or ttl < 1 or #ARGV < 3 or #ARGV > 201 or #ARGV % 2 == 0 then
-  return redis.error_reply('EMQARG cache_shadow: bad ttl or fields')
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('PEXPIRE', KEYS[1], ttl)
-return 1
-""")
+SHADOW: Script = game_script("cache_shadow")
 
 
 class Directory:
