@@ -3,7 +3,7 @@
 A :class:`~echomq.supervisor.Supervisor` restarts a child by calling its start
 function again. A :class:`Consumer` that ended (a crash, a stop) is not reused:
 :meth:`ConsumerChild.run` builds a new one over the same queue, handler and
-options, so a restart starts from clean state (no half-open lease table), and
+options (and ``hooks``), so a restart starts from clean state (no half-open lease table), and
 the jobs the old one held come back when their leases expire.
 
 :attr:`ConsumerChild.stats` is the sum over every consumer this child ran, the
@@ -20,6 +20,7 @@ import dataclasses
 from echomq._async.queue import AsyncQueue
 from echomq._async.sharded import AsyncShardedQueue
 from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+from echomq.hooks import Hooks
 from echomq.sharded_consumer import ShardedConsumer
 from echomq.supervisor import ChildSpec
 
@@ -41,8 +42,10 @@ class ConsumerChild:
     """A consumer of ``queue`` with ``handler`` that a supervisor may restart any number of times."""
 
     def __init__(self, queue: AsyncQueue | AsyncShardedQueue, handler: Handler,
-                 options: ConsumerOptions | None = None, *, name: str | None = None) -> None:
+                 options: ConsumerOptions | None = None, *, name: str | None = None,
+                 hooks: Hooks | None = None) -> None:
         self.queue = queue
+        self.hooks = hooks
         self.handler = handler
         self.options = options or ConsumerOptions()
         self.name = name
@@ -56,9 +59,10 @@ class ConsumerChild:
             add_stats(self._past, self.current.stats)
         if isinstance(self.queue, AsyncShardedQueue):  # one consumer per shard
             self.current = ShardedConsumer(self.queue, self.handler, options=self.options,
-                                           name=self.name)
+                                           name=self.name, hooks=self.hooks)
         else:
-            self.current = Consumer(self.queue, self.handler, options=self.options, name=self.name)
+            self.current = Consumer(self.queue, self.handler, options=self.options, name=self.name,
+                                    hooks=self.hooks)
         self.starts += 1
         await self.current.run()
 

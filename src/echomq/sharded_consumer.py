@@ -11,6 +11,10 @@ concurrency (``ceil(concurrency / shards)`` slots), so
 * a shard whose primary fails over stalls only its own loop (which rides the outage
   out); the others keep draining.
 
+``hooks`` (:class:`~echomq.hooks.Hooks`) run around every shard's handler calls, as
+around a plain :class:`~echomq.consumer.Consumer`'s: the same object is given to each
+shard's consumer.
+
 A shard refusing for its layout (another shard count, a retired shard) stops the whole
 consumer with :class:`~echomq.errors.ShardCountMismatch`.
 """
@@ -23,7 +27,8 @@ import os
 
 from echomq._async.sharded import AsyncShardedQueue
 from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, InvalidArgument
+from echomq.hooks import Hooks
 from echomq.sharding import translate
 
 __all__ = ["ShardedConsumer"]
@@ -33,14 +38,19 @@ class ShardedConsumer:
     """Drain every shard of ``queue`` with ``handler``; run with ``await c.run()``."""
 
     def __init__(self, queue: AsyncShardedQueue, handler: Handler, *,
-                 options: ConsumerOptions | None = None, name: str | None = None) -> None:
+                 options: ConsumerOptions | None = None, name: str | None = None,
+                 hooks: Hooks | None = None) -> None:
+        if hooks is not None and not isinstance(hooks, Hooks):
+            raise InvalidArgument(f"hooks must be echomq.Hooks, not {type(hooks).__name__}")
         self.queue = queue
+        self.hooks = hooks or Hooks()
         self.options = options or ConsumerOptions()
         n = len(queue.shards)
         share = dataclasses.replace(self.options,
                                     concurrency=max(1, -(-self.options.concurrency // n)))
         self.name = name or f"{queue.name}@{os.getpid()}"
-        self.consumers = [Consumer(shard, handler, options=share, name=f"{self.name}/{i}")
+        self.consumers = [Consumer(shard, handler, options=share, name=f"{self.name}/{i}",
+                                   hooks=self.hooks)
                           for i, shard in enumerate(queue.shards)]
 
     async def run(self) -> None:

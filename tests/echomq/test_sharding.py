@@ -14,12 +14,15 @@ import redis
 from echomq import (
     AsyncShardedQueue,
     Completion,
+    ConsumerChild,
     ConsumerOptions,
+    Hooks,
     InvalidArgument,
     InvalidJobId,
     Lease,
     QueueNotDrained,
     QueueNotFound,
+    QueueOptions,
     ShardCountMismatch,
     ShardedConsumer,
     ShardedQueue,
@@ -214,6 +217,63 @@ async def test_a_sharded_consumer_drains_and_wakes_on_every_shard(conn: Any, qna
     assert len({x.queue for x in seen}) == 3
     assert consumer.stats.completed == 33
     assert (await q.stats()).done == 33
+
+
+async def test_a_sharded_consumer_runs_its_hooks_on_every_shard(conn: Any, qname: str) -> None:
+    """``ShardedConsumer(hooks=...)``: each shard's consumer runs the same hooks, so every
+    job on every shard gets before, after and finished, and a failure gets on_failure."""
+    q = AsyncShardedQueue(conn, qname, shards=3, options=QueueOptions(max_attempts=1))
+    calls: list[tuple[str, str, str]] = []  # (point, job id, shard queue)
+
+    async def handler(lease: Lease) -> None:
+        if lease.payload == b"boom":
+            raise ValueError("boom")
+
+    hooks = Hooks(
+        before=[lambda lease: calls.append(("before", lease.id, lease.queue))],
+        after=[lambda lease, outcome, s: calls.append(("after", lease.id, lease.queue))],
+        on_failure=[lambda lease, error, s: calls.append(("on_failure", lease.id, str(error)))],
+        finished=[lambda lease, outcome, b, e: calls.append(("finished", lease.id, lease.queue))])
+    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(
+        concurrency=6, beat_ms=50, lease_ms=5000), hooks=hooks)
+    assert all(c.hooks is hooks for c in consumer.consumers)
+    ids = [next(j for j in iter(lambda: generate("JOB"), None) if q.layout.index(j) == n)
+           for n in (0, 1, 2, 0, 1, 2)]
+    boom = ids[4]
+    await q.enqueue_many([(i, b"boom" if i == boom else b"") for i in ids])
+    run = asyncio.create_task(consumer.run())
+    try:
+        await _until(lambda: sum(p == "finished" for p, _, _ in calls) == 6)
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(run, 30)
+    for point in ("before", "after", "finished"):
+        assert sorted(j for p, j, _ in calls if p == point) == sorted(ids)
+    assert [(j, d) for p, j, d in calls if p == "on_failure"] == [(boom, "boom")]
+    assert len({d for p, _, d in calls if p == "before"}) == 3  # every shard ran them
+    assert consumer.stats.completed == 5 and consumer.stats.dead == 1
+    with pytest.raises(InvalidArgument, match=r"hooks must be echomq\.Hooks"):
+        ShardedConsumer(q, handler, hooks=[print])  # type: ignore[arg-type]
+
+
+async def test_a_consumer_child_of_a_sharded_queue_passes_its_hooks(conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=2)
+    began: list[str] = []
+
+    async def handler(lease: Lease) -> None:
+        pass
+
+    child = ConsumerChild(q, handler, ConsumerOptions(concurrency=2, beat_ms=50, lease_ms=5000),
+                          hooks=Hooks(before=[lambda lease: began.append(lease.id)]))
+    ids = [generate("JOB") for _ in range(4)]
+    await q.enqueue_many([(i, b"") for i in ids])
+    run = asyncio.create_task(child.run())
+    try:
+        await _until(lambda: len(began) == 4)
+    finally:
+        child.stop()
+        await asyncio.wait_for(run, 30)
+    assert isinstance(child.current, ShardedConsumer) and sorted(began) == sorted(ids)
 
 
 async def _until(cond: Any, within_s: float = 30.0) -> None:
