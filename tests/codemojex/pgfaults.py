@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import psycopg
-from psycopg import conninfo, sql
+from psycopg import conninfo
 from psycopg_pool import AsyncConnectionPool
+
+from codemojex.wallet.admin import allow_connections, terminate_client_backends
 
 
 def dbname_of(pool: AsyncConnectionPool) -> str:
@@ -15,28 +16,16 @@ def dbname_of(pool: AsyncConnectionPool) -> str:
 
 
 async def terminate_backends(admin_url: str, dbname: str) -> int:
-    """pg_terminate_backend every session on ``dbname``; returns how many."""
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,))
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
-
-
-async def _allow(admin_url: str, dbname: str, allow: bool) -> None:
-    stmt = sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
-        sql.Identifier(dbname), sql.Literal(allow))
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
-        await conn.execute(stmt)
+    """pg_terminate_backend every client session on ``dbname``; returns how many."""
+    return await terminate_client_backends(admin_url, dbname)
 
 
 @asynccontextmanager
 async def refused(admin_url: str, dbname: str) -> AsyncIterator[None]:
     """An outage of one database: new connections refused, existing ones terminated."""
-    await _allow(admin_url, dbname, False)
+    await allow_connections(admin_url, dbname, False)
     try:
         await terminate_backends(admin_url, dbname)
         yield
     finally:
-        await _allow(admin_url, dbname, True)
+        await allow_connections(admin_url, dbname, True)

@@ -18,9 +18,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import format_guess
 from codemojex.errors import Reason
-from codemojex.pg import PgServer, create_database, drop_database, open_pool
+from codemojex.pg import PgServer, open_pool
 from codemojex.service import Admitted, Services, close_and_settle, submit
 from codemojex.wallet import STATS, audit, migrate, record_score, retry
+from codemojex.wallet.admin import create_database, drop_database
 from echomq import AsyncConnector
 from tests.codemojex.game import PRICE, SECRET, make_player, make_round
 from tests.codemojex.pgfaults import dbname_of, terminate_backends

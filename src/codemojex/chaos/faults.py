@@ -28,11 +28,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import psycopg
-
 from codemojex.chaos.gamework import GameWorkload
 from codemojex.chaos.queuework import QueueWorkload
 from codemojex.pg import PgServer
+from codemojex.wallet.admin import set_statement_timeout_everywhere, terminate_client_backends
 from echomq import EmbeddedValkey, LocalCluster
 
 __all__ = ["KINDS", "Injector", "pg_ctl"]
@@ -151,9 +150,7 @@ class Injector:
     async def _pg_terminate(self) -> float:
         assert self.pg_url is not None and self.game is not None
         t0 = time.monotonic()
-        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True) as conn:
-            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                               " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        await terminate_client_backends(self.pg_url)
         return await self.game.wallet_answers(t0)
 
     async def _pg_timeout_storm(self) -> float:
@@ -162,17 +159,10 @@ class Injector:
         assert self.pg_url is not None and self.game is not None
         t0 = time.monotonic()
         # The injector's own sessions are exempt from their start (a SET could itself time
-        # out on a loaded machine, and the storm would never end).
-        exempt = "-c statement_timeout=0"
-        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True,
-                                                         options=exempt) as conn:
-            await conn.execute("ALTER SYSTEM SET statement_timeout = '2ms'")
-            await conn.execute("SELECT pg_reload_conf()")
+        # out on a loaded machine, and the storm would never end): see wallet/admin.py.
+        await set_statement_timeout_everywhere(self.pg_url, "2ms")
         await asyncio.sleep(2.0)
-        async with await psycopg.AsyncConnection.connect(self.pg_url, autocommit=True,
-                                                         options=exempt) as conn:
-            await conn.execute("ALTER SYSTEM RESET statement_timeout")
-            await conn.execute("SELECT pg_reload_conf()")
+        await set_statement_timeout_everywhere(self.pg_url, None)
         return await self.game.wallet_answers(t0)
 
     def stop_pg(self) -> None:
