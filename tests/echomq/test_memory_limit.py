@@ -291,7 +291,7 @@ async def test_info_says_when_the_server_refuses_admissions(small: AsyncConnecto
 
 async def test_the_dashboard_shows_memory_and_says_when_admissions_are_refused(
         small: AsyncConnector, small_server: EmbeddedValkey) -> None:
-    from echomq.dashboard.app import DashboardOptions, create_app
+    from echomq.dashboard import DashboardOptions, create_app
     from tests.dashboard_support import served
 
     q = AsyncQueue(small, "board")

@@ -8,7 +8,8 @@ package adds pages with :class:`Page` (``codemojex dashboard`` adds the game's);
 echomq itself never imports one.
 """
 
-from echomq.dashboard.app import DashboardOptions, Page, create_app, serve
+from echomq.dashboard.app import create_app, serve
 from echomq.dashboard.render import ago, badge, esc, table
+from echomq.dashboard.state import DashboardOptions, Page
 
 __all__ = ["DashboardOptions", "Page", "ago", "badge", "create_app", "esc", "serve", "table"]

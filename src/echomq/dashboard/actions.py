@@ -25,7 +25,7 @@ from urllib.parse import urlencode, urlparse
 from aiohttp import web
 
 from echomq import ids as branded
-from echomq.dashboard.app import state
+from echomq.dashboard.state import state
 from echomq.errors import EchoMQError, InvalidQueueName
 from echomq.keyspace import check_queue
 from echomq.logical import open_queue

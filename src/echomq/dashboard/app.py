@@ -1,9 +1,11 @@
-"""The dashboard's aiohttp application: options, the page plug-in hook, sign-in, wiring.
+"""The dashboard's aiohttp application: sign-in, the error pages, wiring.
 
 :func:`create_app` builds the app over a server URL; it connects on start-up, samples
 the queues in the background (:class:`~echomq.dashboard.history.History`) and closes
 everything on clean-up. Pages live in :mod:`~echomq.dashboard.views`, the actions in
-:mod:`~echomq.dashboard.actions`.
+:mod:`~echomq.dashboard.actions`, ``/metrics`` in :mod:`~echomq.dashboard.metrics`; the
+options, the plug-in :class:`~echomq.dashboard.state.Page` and the state they all
+share in :mod:`~echomq.dashboard.state` (which imports none of them: no import circle).
 
 Actions need the token: a person signs in once with it (it is kept in an HttpOnly,
 SameSite=Strict cookie, so another site cannot post with it), a script sends
@@ -15,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -28,119 +28,13 @@ from redis.exceptions import RedisError
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connect import connect_async
 from echomq._async.connector import AsyncConnector
-from echomq.dashboard import data
+from echomq.dashboard import actions, metrics, views
 from echomq.dashboard.history import History
-from echomq.dashboard.render import esc, layout
+from echomq.dashboard.render import esc
+from echomq.dashboard.state import COOKIE, STATE, DashboardOptions, Page, State, state
 from echomq.errors import EchoMQError, InvalidArgument
-from echomq.metrics import QueueMetrics
 
-__all__ = ["COOKIE", "DashboardOptions", "Page", "State", "create_app", "serve"]
-
-COOKIE = "echomq_token"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DashboardOptions:
-    """How the dashboard behaves.
-
-    * ``token``: the secret that allows actions; None allows none.
-    * ``read_only``: refuse every action even with the token.
-    * ``page_size``: jobs per page (25; at most 100 can be acted on at once).
-    * ``sample_s`` / ``history``: a sample every 5 s, 120 kept: charts of the last 10 min.
-    * ``refresh_s``: the overview reloads itself this often (0: never).
-    """
-
-    token: str | None = None
-    read_only: bool = False
-    page_size: int = 25
-    sample_s: float = 5.0
-    history: int = 120
-    refresh_s: int = 10
-
-    def __post_init__(self) -> None:
-        if self.token is not None and len(self.token) < 8:
-            raise InvalidArgument("the dashboard token must be at least 8 characters")
-        if not 1 <= self.page_size <= 100:
-            raise InvalidArgument("page_size must be 1..100")
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page another package adds (the plug-in hook): shown at ``/x/<slug>`` and in the
-    navigation. ``render`` returns the page's body as HTML (it escapes what it shows);
-    ``startup``/``cleanup`` run with the app's (to open and close its own connections)."""
-
-    slug: str
-    title: str
-    render: Callable[[], Awaitable[str]]
-    startup: Callable[[], Awaitable[None]] | None = None
-    cleanup: Callable[[], Awaitable[None]] | None = None
-
-
-@dataclass(slots=True)
-class State:
-    """What the handlers share (one per app)."""
-
-    url: str
-    options: DashboardOptions
-    pages: Sequence[Page]
-    conn: AsyncConnector | AsyncClusterConnector | None = None
-    history: History | None = None
-    metrics: QueueMetrics | None = None
-    _queues: list[str] = field(default_factory=list)
-    _queues_at: float = -1e9
-
-    @property
-    def connector(self) -> AsyncConnector | AsyncClusterConnector:
-        assert self.conn is not None, "the app has not started"
-        return self.conn
-
-    async def queues(self) -> list[str]:
-        """The queues on the server, re-scanned at most every 5 s (SCAN walks every key)."""
-        if time.monotonic() - self._queues_at > 5.0:
-            self._queues = await data.discover(self.connector)
-            self._queues_at = time.monotonic()
-        return self._queues
-
-    def forget_queues(self) -> None:
-        self._queues_at = -1e9
-
-    # ------------------------------------------------------------------ auth
-    def may_act(self) -> bool:
-        return self.options.token is not None and not self.options.read_only
-
-    def signed_in(self, request: web.Request) -> bool:
-        token = self.options.token
-        if token is None:
-            return False
-        offered = request.cookies.get(COOKIE, "")
-        header = request.headers.get("Authorization", "")
-        if header.startswith("Bearer "):
-            offered = header[7:]
-        return hmac.compare_digest(offered.encode(), token.encode())
-
-    def nav(self) -> list[tuple[str, str]]:
-        return [("Queues", "/"), *((p.title, f"/x/{p.slug}") for p in self.pages)]
-
-    def html(self, request: web.Request, title: str, body: str, *, active: str = "",
-             status: int = 200, refresh_s: int = 0) -> web.Response:
-        text = layout(title, body, nav=self.nav(), active=active, read_only=not self.may_act(),
-                      signed_in=self.signed_in(request), refresh_s=refresh_s)
-        return web.Response(text=text, content_type="text/html", status=status,
-                            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
-                                     "Content-Security-Policy": _CSP})
-
-
-# Everything the pages use is served by the app itself; inline styles are for SVG only.
-_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-        "frame-ancestors 'none'; form-action 'self'")
-
-STATE: web.AppKey[State] = web.AppKey("echomq_dashboard", State)
-
-
-def state(request: web.Request) -> State:
-    return request.app[STATE]
-
+__all__ = ["create_app", "serve"]
 
 def _static_dir() -> Path:
     return Path(str(resources.files("echomq.dashboard") / "static"))
@@ -201,8 +95,6 @@ def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequ
     A ``connector`` given is used as is (and not closed); otherwise one is opened on
     start-up and closed on clean-up.
     """
-    from echomq.dashboard import actions, metrics, views
-
     opts = options or DashboardOptions()
     slugs = [p.slug for p in pages]
     if len(set(slugs)) != len(slugs) or not all(s.isidentifier() for s in slugs):

@@ -16,8 +16,8 @@ from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from echomq.dashboard.app import state
 from echomq.dashboard.history import History
+from echomq.dashboard.state import state
 from echomq.metrics import CONTENT_TYPE, QueueMetrics
 
 __all__ = ["SampledCollector", "endpoint", "queue_metrics"]

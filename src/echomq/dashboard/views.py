@@ -11,10 +11,10 @@ from echomq import ids as branded
 from echomq._async.memory import memory_status as memory_status_async
 from echomq._async.upkeep import STATES
 from echomq.dashboard import data
-from echomq.dashboard.app import State, state
 from echomq.dashboard.charts import Series, line_chart
 from echomq.dashboard.history import Sample
 from echomq.dashboard.render import ago, badge, duration, esc, payload_preview, table, utc
+from echomq.dashboard.state import State, state
 from echomq.errors import (
     BackPressure,
     ConfigurationError,
