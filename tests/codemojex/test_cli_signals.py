@@ -17,26 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.procfs import with_marker
+
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 2.0
 PLAY = ["-c", "from codemojex._entry import main; main()", "play", "--players", "4", "--guesses", "1",
         "--rounds", "1", "--round-seconds", "30", "--price", "10"]
-
-
-def _ours(marker: str) -> list[int]:
-    """Processes whose command line or working directory names ``marker`` (our test's dirs)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if marker in cmd or marker in cwd:
-            found.append(int(entry.name))
-    return found
 
 
 def _left(tmp: Path) -> list[Path]:
@@ -48,7 +34,7 @@ def _left(tmp: Path) -> list[Path]:
 
 def _gone(marker: str, within: float = 5.0) -> list[int]:
     deadline = time.monotonic() + within
-    while (left := _ours(marker)) and time.monotonic() < deadline:
+    while (left := with_marker(marker)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.procfs import alive
+
 CHILD = r"""
 import sys, time
 from codemojex.pg import PgServer
@@ -29,14 +31,6 @@ time.sleep(600)
 
 def _postmaster(pgdata: Path) -> int:
     return int((pgdata / "postmaster.pid").read_text().split()[0])
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.timeout(120)
@@ -52,13 +46,13 @@ def test_kill_9_of_the_owner_ends_its_postgres(named: bool) -> None:
     with child.stdout:
         pgdata = Path(child.stdout.readline().strip())
     pid = _postmaster(pgdata)
-    assert _running(pid)
+    assert alive(pid)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (_running(pid) or (not named and pgdata.exists())):
+    while time.monotonic() < deadline and (alive(pid) or (not named and pgdata.exists())):
         time.sleep(0.05)
-    still = _running(pid)
+    still = alive(pid)
     if still:  # this test's own server: never leave it behind
         os.kill(pid, signal.SIGQUIT)
     assert not still, "the postmaster outlived its killed owner"

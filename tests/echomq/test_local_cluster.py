@@ -3,7 +3,6 @@ and leaves no process behind."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from redis.cluster import RedisCluster
 
 from echomq.keyspace import slot
 from echomq.local_cluster import SLOTS, ClusterNode, LocalCluster
+from tests.procfs import alive
 
 pytestmark = pytest.mark.cluster
 
@@ -55,20 +55,6 @@ def retry(fn: Callable[[], T], budget: float = 15.0) -> T:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie or a recycled pid is not our server.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return False
-    return stat.split(")")[-1].split()[0] != "Z" and b"valkey-server" in cmd
 
 
 def wait_role(node: ClusterNode, role: str, timeout: float) -> float:
@@ -178,10 +164,10 @@ def test_teardown_leaves_no_process(tmp_path: Path) -> None:
         cluster.pause_node(cluster.replica_of(cluster.primary_for_slot(16000)))
         pids = list(cluster.started_pids)
         assert len(pids) == 7
-        assert sum(alive(p) for p in pids) == 6
+        assert sum(alive(p, "valkey-server") for p in pids) == 6
     finally:
         cluster.stop()
-    assert not [p for p in pids if alive(p)]
+    assert not [p for p in pids if alive(p, "valkey-server")]
     assert all(n.pid is None for n in cluster.nodes)
     cluster.stop()  # idempotent
 
@@ -220,4 +206,4 @@ def test_command_line_entry_runs_until_sigterm() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert not [p for p in pids if alive(p)]
+    assert not [p for p in pids if alive(p, "valkey-server")]

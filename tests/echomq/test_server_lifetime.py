@@ -8,18 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from tests.procfs import alive
 
 OWNER = ("import time\nfrom echomq.server import EmbeddedValkey\n"
          "s = EmbeddedValkey().start()\nprint(s.pid, s.data_dir, flush=True)\ntime.sleep(120)\n")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_the_server_has_its_own_session_and_ends_with_a_killed_owner() -> None:
@@ -32,7 +25,7 @@ def test_the_server_has_its_own_session_and_ends_with_a_killed_owner() -> None:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
         deadline = time.monotonic() + 10
-        while _alive(pid):
+        while alive(pid):
             assert time.monotonic() < deadline, "the server outlived its killed owner"
             time.sleep(0.02)
     finally:

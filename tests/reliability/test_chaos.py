@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from codemojex.chaos.faults import KINDS
+from tests.procfs import alive, children
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,29 +41,6 @@ def test_chaos_60s_loses_nothing_and_keeps_the_books(tmp_path: Path) -> None:
     assert "CHAOS CLEAN" in proc.stdout
 
 
-def _children(pid: int) -> dict[int, str]:
-    """The processes whose parent is ``pid``, with their command lines."""
-    found: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == pid:
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.timeout(240)
 def test_a_killed_chaos_run_leaves_no_process_behind(tmp_path: Path) -> None:
     """kill -9 of the chaos command ends every process it started (servers, workers, the game's
@@ -79,21 +57,21 @@ def test_a_killed_chaos_run_leaves_no_process_behind(tmp_path: Path) -> None:
         deadline = time.monotonic() + 150
         kids: dict[int, str] = {}
         while time.monotonic() < deadline and proc.poll() is None:
-            kids = _children(proc.pid)
+            kids = children(proc.pid)
             if any("codemojex.chaos.worker" in c for c in kids.values()) and any(
                     "codemojex.chaos.game_proc" in c for c in kids.values()):
                 break
             time.sleep(0.2)
         assert any("codemojex.chaos.worker" in c for c in kids.values()), kids
         assert any("codemojex.chaos.game_proc" in c for c in kids.values()), kids
-        kids = _children(proc.pid)
+        kids = children(proc.pid)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(_alive(p) for p in kids):
+    while time.monotonic() < deadline and any(alive(p) for p in kids):
         time.sleep(0.2)
-    left = {p: c for p, c in kids.items() if _alive(p)}
+    left = {p: c for p, c in kids.items() if alive(p)}
     for pid in left:  # only processes this test's child started
         os.kill(pid, signal.SIGKILL)
     assert not left, left
