@@ -13,10 +13,11 @@ of the same millisecond in the same process. So ids
 The id is minted at the moment of acceptance and is both the job key and the
 idempotency key.
 
-Minting is cheap (well under a microsecond of client CPU, ``bench/ids_cpu.py``)
+Minting is cheap (under half a microsecond of client CPU per id, ``bench/ids_cpu.py``)
 because nothing is encoded per id: the tail is ``millisecond (10 characters) +
 high 70 random bits (14) + low 10 bits (2)``; the first 24 characters are encoded
-once per millisecond or per 1,024 ids and the last two come from a table.
+once per millisecond or per 1,024 ids and the last two come from a table, joined to
+the kind and head by one C call per id (see :func:`_minter`).
 :func:`generate_many` mints a whole batch under one lock and one clock read.
 
 Derived ids (:func:`derive_id`): an id determined by a business key, so that the
@@ -30,7 +31,6 @@ admission's duplicate refusal makes a job idempotent on keys users already have
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 import re
 import secrets
@@ -66,8 +66,8 @@ _ID = re.compile(rf"[A-Z]{{3}}[0-7][{ALPHABET}]{{25}}")
 # Every 10-bit value as its two base32 characters, in order.
 _PAIRS = tuple(a + b for a in ALPHABET for b in ALPHABET)
 _known_kinds: set[str] = set()  # at most 26**3 entries
-# (millisecond, its 24-character head, the low counter, high bits, first ns after the ms)
-_State = tuple[int, str, Iterator[int], int, int]
+# (first ns after the ms, kind -> iterator of the block's ids, ms, high bits, head, start low)
+_State = tuple[int, dict[str, Iterator[str]], int, int, str, int]
 
 
 def _encode(value: int, chars: int) -> str:
@@ -91,22 +91,24 @@ def _minter(
 ) -> tuple[Callable[[str], str], Callable[[str, int], list[str]], Callable[[], None]]:
     """The per-process minting state, in closure cells (the fastest variables CPython reads).
 
-    ``state`` is one tuple (``_State``) replaced as a whole, so the
-    common path takes no lock: it reads the tuple, checks the clock has not passed its
-    millisecond and takes the next low value with ``next()`` on an :class:`itertools.count`
-    (one C call: atomic under the GIL). A new millisecond, an exhausted block of 1,024
-    low values and every batch go through ``lock``. Calls that do not overlap get
-    increasing ids; overlapping calls may get either order (both are correct).
-    ``clock`` and ``randbits`` are parameters so tests can hold a millisecond still.
+    ``state`` is one tuple (``_State``) replaced as a whole: the first nanosecond after
+    its millisecond, a dict from kind to an iterator of that kind's remaining ids of the
+    current block, the millisecond, the block's high bits, its 24-character head and
+    the low value a kind's first iterator in the block starts at. An iterator is
+    ``map((kind + head).__add__, pairs[start:])``: ``next()`` on it yields a whole id in
+    one C call (atomic under the GIL), so the common path takes no lock and builds no
+    string in Python. A new millisecond, a new kind, a used-up block and every batch go
+    through ``lock``. Each (kind, block) has at most one iterator ever, so no two calls
+    get the same id; calls that do not overlap get increasing ids; overlapping calls may
+    get either order (both are correct). ``clock`` and ``randbits`` are parameters so
+    tests can hold a millisecond still.
     """
     lock = threading.Lock()
     pairs = _PAIRS
-    known = _known_kinds
-    spent = itertools.count(_LOW_SPAN)
-    state: _State = (-1, "", spent, 0, 0)
+    state: _State = (-1, {}, -1, 0, "", 0)
 
     def block(ms: int, hi: int, start: int) -> _State:
-        return (ms, _encode(ms, 10) + _encode(hi, 14), itertools.count(start), hi, (ms + 1) * 1_000_000)
+        return ((ms + 1) * 1_000_000, {}, ms, hi, _encode(ms, 10) + _encode(hi, 14), start)
 
     def fresh(ms: int) -> _State:
         # A new millisecond: 79 random bits (leaving 2**79 increments of headroom).
@@ -117,39 +119,42 @@ def _minter(
         # The block after ``st``: the next high value, or past 80 bits the next millisecond.
         hi = st[3] + 1
         if hi >> (_RANDOM_BITS - _LOW_BITS):
-            return fresh(st[0] + 1)
-        return block(st[0], hi, 0)
+            return fresh(st[2] + 1)
+        return block(st[2], hi, 0)
 
     def current() -> _State:
         # Under the lock: the state to mint from, renewed if the clock has moved on.
         nonlocal state
         now = clock() // 1_000_000
-        if now > state[0]:
+        if now > state[2]:
             state = fresh(now)
         return state
 
     def slow(kind: str) -> str:
         nonlocal state
+        if type(kind) is not str or kind not in _known_kinds:
+            _check_kind(kind)
         with lock:
             st = current()
-            low = next(st[2])
-            while low >= _LOW_SPAN:  # the block is used up (also by other threads)
-                st = state = after(st)
-                low = next(st[2])
-            return kind + st[1] + pairs[low]
+            while True:
+                it = st[1].get(kind)
+                if it is None:
+                    it = map((kind + st[4]).__add__, pairs[st[5] :])
+                    if type(kind) is str:  # a str subclass gets no iterator of its own
+                        st[1][kind] = it
+                minted = next(it, None)
+                if minted is not None:
+                    return minted
+                st = state = after(st)  # the block is used up (also by other threads)
 
     def generate(kind: str) -> str:
         """Mint a new branded id of ``kind`` (three uppercase ASCII letters, e.g. ``"JOB"``)."""
-        try:
-            if kind not in known:
-                _check_kind(kind)
-        except TypeError:  # unhashable: not a kind
-            _check_kind(kind)
         st = state
-        if clock() < st[4]:  # same millisecond (or the clock stepped back)
-            low = next(st[2])
-            if low < _LOW_SPAN:
-                return kind + st[1] + pairs[low]
+        if clock() < st[0]:  # same millisecond (or the clock stepped back)
+            try:
+                return next(st[1][kind])
+            except (KeyError, StopIteration, TypeError):  # new kind, used-up block, not a kind
+                pass
         return slow(kind)
 
     def generate_many(kind: str, n: int) -> list[str]:
@@ -159,7 +164,7 @@ def _minter(
         slicing the table of low values, not id by id.
         """
         nonlocal state
-        if type(kind) is not str or kind not in known:
+        if type(kind) is not str or kind not in _known_kinds:
             _check_kind(kind)
         if type(n) is not int or n < 0:
             raise InvalidArgument(f"generate_many needs a count >= 0, not {n!r}")
@@ -171,16 +176,17 @@ def _minter(
             while True:
                 st = after(st)
                 take = min(n - len(out), _LOW_SPAN)
-                prefix = kind + st[1]
+                prefix = kind + st[4]
                 out += [prefix + p for p in pairs[:take]]
                 if len(out) == n:
-                    state = (st[0], st[1], itertools.count(take), st[3], st[4])
+                    # Every kind goes on after the batch's last low value in its block.
+                    state = (st[0], {}, st[2], st[3], st[4], take)
                     return out
 
     def after_fork() -> None:
         # The child must not continue its parent's sequence, nor inherit a held lock.
         nonlocal lock, state
-        lock, state = threading.Lock(), (-1, "", spent, 0, 0)
+        lock, state = threading.Lock(), (-1, {}, -1, 0, "", 0)
 
     return generate, generate_many, after_fork
 

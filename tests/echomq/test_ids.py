@@ -202,3 +202,26 @@ def test_unique_across_forked_processes(clock: str) -> None:
     seen = done.stdout.split()
     assert len(seen) == 5 * 4000 and len(set(seen)) == len(seen)
     assert all(ids.valid(x) for x in seen)
+
+
+def test_interleaved_kinds_each_sort_and_never_repeat() -> None:
+    gen, many = frozen_minter()
+    minted: dict[str, list[str]] = {"JOB": [], "ORD": [], "ZZZ": []}
+    for i in range(6000):  # several blocks of 1,024 in one millisecond, kinds interleaved
+        kind = ("JOB", "ORD", "JOB", "ZZZ")[i % 4]
+        minted[kind].append(gen(kind))
+        if i % 1500 == 0:
+            minted["ORD"] += many("ORD", 700)
+    for kind, seq in minted.items():
+        assert seq == sorted(seq) and len(set(seq)) == len(seq)
+        assert all(ids.valid(x) and ids.kind_of(x) == kind for x in seq)
+
+
+def test_a_str_subclass_kind_mints_like_its_value() -> None:
+    class Kind(str):
+        pass
+
+    gen, _ = frozen_minter()
+    seq = [gen("JOB"), gen(Kind("JOB")), gen("JOB"), gen(Kind("JOB"))]
+    assert seq == sorted(seq) and len(set(seq)) == 4
+    assert all(type(x) is str and ids.kind_of(x) == "JOB" for x in seq)
