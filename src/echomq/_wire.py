@@ -22,7 +22,7 @@ connector keeps redis-py's pipeline (the fallback, run by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,10 +113,12 @@ class ReplyParser:
     raise ``hiredis.ProtocolError`` (a broken connection: :data:`BROKEN`).
     """
 
-    __slots__ = ("_reader",)
+    __slots__ = ("_reader", "gets")
 
     def __init__(self) -> None:
         self._reader = hiredis.Reader(replyError=_parse_error, notEnoughData=NEED_DATA)
+        self.gets: Callable[[], Any] = self._reader.gets
+        """:meth:`next` as the reader's own method: one C call per reply in a hot loop."""
 
     def feed(self, data: bytes) -> None:
         self._reader.feed(data)

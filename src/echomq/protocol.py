@@ -46,6 +46,7 @@ from echomq.bounds import (
 )
 from echomq.calls import (
     Call,
+    Enqueuer,
     admit,
     browse,
     cancel,
@@ -114,6 +115,7 @@ __all__ = [
     "STATES",
     "Bulk",
     "Call",
+    "Enqueuer",
     "QueueKeys",
     "admit",
     "browse",

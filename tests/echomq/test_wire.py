@@ -179,3 +179,39 @@ def test_tls_and_credential_providers_fall_back_to_redis_py() -> None:
     assert target_of(redis.Redis(host="127.0.0.1", credential_provider=provider)) is None
     assert target_of(redis.asyncio.Redis(host="127.0.0.1", credential_provider=provider)) is None
     assert target_of(object()) is None
+
+
+# --- calls.Enqueuer: enqueue.lua's request encoded once per queue (issue 15, bulk client CPU) ---
+
+
+@pytest.mark.parametrize("name", ["q", "orders 100%", "%d%b%s", "émoji 🎲", "a" * 128])
+@pytest.mark.parametrize("payload", [b"", b"x" * 64, b"%b\r\n$3\r\n", bytes(range(256)) * 40])
+def test_enqueuer_bytes_are_the_generic_encoding_of_enqueue(name: str, payload: bytes) -> None:
+    from echomq import ids
+    from echomq import protocol as p
+
+    k = p.QueueKeys.of(name)
+    job_id = ids.generate("JOB")
+    call = p.Enqueuer(k)(job_id, payload)
+    plain = p.enqueue(k, job_id, payload)
+    assert (call.script, list(call.keys), list(call.args)) == (plain.script, plain.keys, plain.args)
+    assert call.wire == pack_evalsha(plain.script.sha, plain.keys, plain.args)
+    assert plain.wire is None
+    assert call.wire is not None
+    words = [x.encode() if isinstance(x, str) else x for x in (*plain.keys, *plain.args)]
+    assert parse_all(call.wire) == [[b"EVALSHA", plain.script.sha.encode(), b"6", *words]]
+
+
+@pytest.mark.parametrize("bad", ["JOB", "JOB" + "0" * 27, "JOB{q}0000000000000000000000", "job01" + "0" * 24,
+                                 None, 7, b"JOB01M8T3B1XCE6F7Z9QQDSXE84BR",
+                                 "JOB01M8T3B1XCE6F7Z9QQDSXE84BR\n"])
+def test_enqueuer_refuses_what_enqueue_refuses(bad: object) -> None:
+    from echomq import protocol as p
+    from echomq.errors import InvalidJobId
+
+    k = p.QueueKeys.of("q")
+    with pytest.raises(InvalidJobId) as plain:
+        p.enqueue(k, bad, b"x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidJobId) as fast:
+        p.Enqueuer(k)(bad, b"x")  # type: ignore[arg-type]
+    assert str(fast.value) == str(plain.value)

@@ -81,7 +81,8 @@ def _unrun(reply: Any) -> bool:
 def check_calls(calls: Sequence[Call]) -> None:
     """Refuse a call whose shape does not fit its script's contract, before any I/O."""
     for call in calls:
-        call.script.check(len(call.keys), len(call.args))
+        if call.wire is None:  # a call with its request built (calls.Enqueuer) has its shape
+            call.script.check(len(call.keys), len(call.args))
 
 
 class Connector:
@@ -154,7 +155,8 @@ class Connector:
                 for i in range(0, max(len(calls), 1), flush):
                     chunk = calls[i : i + flush]
                     tail = reads if i + flush >= len(calls) else ()
-                    buf = b"".join([*(_wire.pack_evalsha(c.script.sha, c.keys, c.args) for c in chunk),
+                    buf = b"".join([*(_wire.pack_evalsha(c.script.sha, c.keys, c.args)
+                                      if c.wire is None else c.wire for c in chunk),
                                     *(_pack(r) for r in tail)])
                     yield buf, len(chunk) + len(tail)
 

@@ -47,13 +47,15 @@ class _Connection:
     def read(self, count: int) -> list[Any]:
         """The next ``count`` replies, reading as many times as they take."""
         parser = self.parser
+        gets = parser.gets
         out: list[Any] = []
+        append = out.append
         while len(out) < count:
-            reply = parser.next()
+            reply = gets()
             if reply is NEED_DATA:
                 parser.feed(self.stream.read())
             else:
-                out.append(reply)
+                append(reply)
         return out
 
     def hello(self, target: Target) -> None:
