@@ -47,6 +47,7 @@ from echomq.bounds import (
 from echomq.calls import (
     Call,
     Enqueuer,
+    LazyCalls,
     admit,
     browse,
     cancel,
@@ -116,6 +117,7 @@ __all__ = [
     "Bulk",
     "Call",
     "Enqueuer",
+    "LazyCalls",
     "QueueKeys",
     "admit",
     "browse",

@@ -158,21 +158,21 @@ class AsyncQueue:
         flushes of ``options.batch``.
         """
         out: list[Verdict | EchoMQError] = []
-        calls: list[Call] = []
+        # Each admitted item's call, or for a plain (id, payload) item the pair itself: the
+        # connector builds its call when the wire reaches its flush (p.LazyCalls).
+        entries: list[Call | tuple[str, bytes]] = []
         where: list[int] = []
-        enqueue, limit = self._enqueue, self.options.max_payload
+        scripts: dict[str, Script] = {}
+        enqueue, limit, valid = self._enqueue, self.options.max_payload, p.Enqueuer.valid_id
         plain = isinstance(serial, bool)  # else every item is refused below, as admit refuses it
         for i, item in enumerate(items):
             if plain and type(item) is tuple and len(item) == 2:
-                # The common item, (id, bytes payload within the limit): enqueue.lua's call
-                # straight away, the same call _admit_call builds for it.
+                # The common item, a valid id and a bytes payload within the limit: its
+                # call (enqueue.lua's, as _admit_call would build it) is built later. Any
+                # other item takes the general path below, which types its error.
                 job_id, payload = item
-                if type(payload) is bytes and len(payload) <= limit:
-                    try:
-                        calls.append(enqueue(job_id, payload))
-                    except EchoMQError as exc:
-                        out.append(exc)
-                        continue
+                if type(payload) is bytes and len(payload) <= limit and valid(job_id):
+                    entries.append(item)
                     out.append(Verdict.DUPLICATE)  # placeholder, replaced below
                     where.append(i)
                     continue
@@ -183,17 +183,20 @@ class AsyncQueue:
                 continue
             job_id, payload, *rest = item
             try:
-                calls.append(self._admit_call(job_id, payload, rest[0] if rest else None, 0,
-                                              serial, None))
+                call = self._admit_call(job_id, payload, rest[0] if rest else None, 0, serial, None)
             except EchoMQError as exc:
                 out.append(exc)
                 continue
+            entries.append(call)
+            scripts[call.script.sha] = call.script
             out.append(Verdict.DUPLICATE)  # placeholder, replaced below
             where.append(i)
-        for script in {c.script.sha: c.script for c in calls}.values():  # at most two
+        if len(scripts) < len(entries):  # some entries are plain pairs
+            scripts[p.Enqueuer.script.sha] = p.Enqueuer.script
+        for script in scripts.values():  # at most two
             await self._preload(script)
-        if calls:
-            replies = await self._admit_pipeline(calls, flush=self.options.batch)
+        if entries:
+            replies = await self._admit_pipeline(p.LazyCalls(enqueue, entries), flush=self.options.batch)
             enqueued, duplicate, decode = Verdict.ENQUEUED, Verdict.DUPLICATE, p.decode_verdict
             for i, reply in zip(where, replies, strict=True):
                 # decode_verdict, with its two common replies first (True == 1: not a reply)

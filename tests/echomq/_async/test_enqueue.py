@@ -13,6 +13,7 @@ from echomq import (
     AsyncConnector,
     AsyncQueue,
     InvalidJobId,
+    InvalidPayload,
     PayloadTooLarge,
     ProtocolVersionError,
     QueueOptions,
@@ -148,6 +149,27 @@ async def test_noscript_inside_a_pipeline(queue: AsyncQueue, raw: redis.Redis) -
     calls = [p.enqueue(queue.k, i, data) for i, data in items]
     replies = await queue.connector.pipeline(calls)
     assert replies == [1] * 50
+
+
+async def test_a_batch_after_script_flush_is_resent_whole_and_in_order(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
+    # The queue loads its scripts once; a later batch on a flushed cache answers NOSCRIPT
+    # for every call and the connector resends exactly those, building them again.
+    assert await queue.enqueue_many([(jid(), b"first")]) == [Verdict.ENQUEUED]
+    await queue.admit(jid(), b"lane warm", lane="l")  # admit.lua loaded too
+    raw.script_flush()
+    dup, other = jid(), jid()
+    items = [(dup, b"a"), (jid(), b"b", "l"), ("JOB-bad", b"c"), (dup, b"d"), [other, b"e"],
+             (jid(), "not bytes"), (other, b"f")] + [(jid(), b"x" * 64) for _ in range(2500)]
+    verdicts = await queue.enqueue_many(items)  # type: ignore[arg-type]
+    assert verdicts[:2] == [Verdict.ENQUEUED, Verdict.ENQUEUED]
+    assert isinstance(verdicts[2], InvalidJobId)
+    assert verdicts[3:5] == [Verdict.DUPLICATE, Verdict.ENQUEUED]
+    assert isinstance(verdicts[5], InvalidPayload)
+    assert verdicts[6:] == [Verdict.DUPLICATE] + [Verdict.ENQUEUED] * 2500
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{dup}", "payload") == b"a"
+    assert raw.hget(f"emq:{{{queue.name}}}:job:{other}", "payload") == b"e"
+    assert await queue.pending_size() == 2 + 3 + 2500  # the warm-ups, then 3 + 2,500 admitted
 
 
 async def test_restart_between_calls_keeps_rows(own_server) -> None:  # type: ignore[no-untyped-def]
