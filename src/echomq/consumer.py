@@ -416,6 +416,10 @@ class Consumer:
                         mine = self._parking.message(data) if isinstance(data, bytes) else None
                         if mine is False:
                             continue  # another consumer's hand-off: pending is still empty
+                        if mine and not self._stopping.is_set():
+                            # Ours: start the handler now, not after the drain loop's turn
+                            # (two loop hops later); stopping, _drain hands it back instead.
+                            self._start(self._parking.take())
                         if mine is None and isinstance(data, bytes) and data.startswith(b"JOB") \
                                 and len(self._hints) < 64:
                             self._hints.append(data)
