@@ -8,18 +8,23 @@ and exits non-zero if the audit fails.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import sys
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from codemojex.datadir import DEFAULT_DIR
 from codemojex.errors import CodemojexError
-from echomq import clikit, connect_async
+from echomq import clikit
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# What a verb needs beyond click (redis-py, asyncio, rich, psycopg) is imported inside
+# it, so a command refused for its arguments answers at once (test_cli_import.py).
 
 __all__ = ["main"]
 
@@ -66,6 +71,10 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
     command (or --resume) stops the servers it left running, starts them again on
     their data and finishes every round in flight; its report covers the whole game.
     """
+    import asyncio
+
+    from rich.console import Console
+
     from codemojex.datadir import DataDir
     from codemojex.errors import ConfigurationError, DatabaseError
     from codemojex.play import PlayOptions
@@ -140,6 +149,7 @@ async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, da
     from codemojex.report import check_run, delivered_score_notes, print_report
     from codemojex.service import Services
     from codemojex.wallet import migrate
+    from echomq import connect_async
 
     assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
     pool = await open_pool(pg_url, min_size=4, max_size=24)

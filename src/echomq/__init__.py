@@ -11,70 +11,79 @@ expression or interval, however many schedulers run. ``derive_id`` maps a busine
 key to the same job id every time (idempotent admission).
 """
 
-from echomq._async.cluster import AsyncClusterConnector
-from echomq._async.connect import connect_async
-from echomq._async.connector import AsyncConnector
-from echomq._async.memory import memory_status as memory_status_async
-from echomq._async.queue import AsyncQueue
-from echomq._async.reshard import reshard as reshard_async
-from echomq._async.scheduler import AsyncScheduler
-from echomq._async.sharded import AsyncShardedQueue
-from echomq._sync.cluster import ClusterConnector
-from echomq._sync.connect import connect
-from echomq._sync.connector import Connector
-from echomq._sync.memory import memory_status
-from echomq._sync.queue import Queue
-from echomq._sync.reshard import reshard
-from echomq._sync.scheduler import Scheduler
-from echomq._sync.sharded import ShardedQueue
-from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
-from echomq.consumer_child import ConsumerChild
-from echomq.errors import (
-    BackPressure,
-    EchoMQError,
-    HandlerTimeout,
-    InvalidArgument,
-    InvalidJobId,
-    InvalidPayload,
-    InvalidQueueName,
-    NotDurable,
-    PayloadTooLarge,
-    ProtocolVersionError,
-    QueueNotDrained,
-    QueueNotFound,
-    ScriptContractError,
-    ServerBusy,
-    ServerError,
-    ServerFull,
-    ServerUnavailable,
-    ShardCountMismatch,
-)
-from echomq.hooks import Hooks
-from echomq.ids import derive_id, generate, generate_many, valid
-from echomq.keyspace import job_key, queue_key, slot
-from echomq.local_cluster import LocalCluster
-from echomq.memory import MemoryStatus
-from echomq.model import (
-    PROTOCOL,
-    Completion,
-    JobView,
-    Lease,
-    QueueOptions,
-    RetryOutcome,
-    Stats,
-    Verdict,
-)
-from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
-from echomq.producer import Producer, ProducerClosed
-from echomq.protocol import Bulk
-from echomq.schedules import Missed, Schedule, tick_of
-from echomq.scripts import Script
-from echomq.scripts import parse as parse_script
-from echomq.server import EmbeddedValkey, end_with_parent, server_url_from_env
-from echomq.server import forget as forget_server
-from echomq.server import track as track_server
-from echomq.sharded_consumer import ShardedConsumer
-from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, run_until_signal
+from typing import TYPE_CHECKING
+
+# The facade's names, imported on first use (echomq/_lazy.py): the block below is read
+# at run time as the table of what comes from where, and only type checkers execute it.
+if TYPE_CHECKING:
+    from echomq._async.cluster import AsyncClusterConnector
+    from echomq._async.connect import connect_async
+    from echomq._async.connector import AsyncConnector
+    from echomq._async.memory import memory_status as memory_status_async
+    from echomq._async.queue import AsyncQueue
+    from echomq._async.reshard import reshard as reshard_async
+    from echomq._async.scheduler import AsyncScheduler
+    from echomq._async.sharded import AsyncShardedQueue
+    from echomq._sync.cluster import ClusterConnector
+    from echomq._sync.connect import connect
+    from echomq._sync.connector import Connector
+    from echomq._sync.memory import memory_status
+    from echomq._sync.queue import Queue
+    from echomq._sync.reshard import reshard
+    from echomq._sync.scheduler import Scheduler
+    from echomq._sync.sharded import ShardedQueue
+    from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+    from echomq.consumer_child import ConsumerChild
+    from echomq.errors import (
+        BackPressure,
+        EchoMQError,
+        HandlerTimeout,
+        InvalidArgument,
+        InvalidJobId,
+        InvalidPayload,
+        InvalidQueueName,
+        NotDurable,
+        PayloadTooLarge,
+        ProtocolVersionError,
+        QueueNotDrained,
+        QueueNotFound,
+        ScriptContractError,
+        ServerBusy,
+        ServerError,
+        ServerFull,
+        ServerUnavailable,
+        ShardCountMismatch,
+    )
+    from echomq.hooks import Hooks
+    from echomq.ids import derive_id, generate, generate_many, valid
+    from echomq.keyspace import job_key, queue_key, slot
+    from echomq.local_cluster import LocalCluster
+    from echomq.memory import MemoryStatus
+    from echomq.model import (
+        PROTOCOL,
+        Completion,
+        JobView,
+        Lease,
+        QueueOptions,
+        RetryOutcome,
+        Stats,
+        Verdict,
+    )
+    from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
+    from echomq.producer import Producer, ProducerClosed
+    from echomq.protocol import Bulk
+    from echomq.schedules import Missed, Schedule, tick_of
+    from echomq.scripts import Script
+    from echomq.scripts import parse as parse_script
+    from echomq.server import EmbeddedValkey, end_with_parent, server_url_from_env
+    from echomq.server import forget as forget_server
+    from echomq.server import track as track_server
+    from echomq.sharded_consumer import ShardedConsumer
+    from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, run_until_signal
+else:
+    from echomq._lazy import attach
+
+    __getattr__, __dir__ = attach(__name__, __file__)
 
 __all__ = [
     "PROTOCOL",

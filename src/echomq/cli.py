@@ -14,42 +14,46 @@
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import time
 from collections.abc import Awaitable, Callable
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from echomq import (
-    AsyncConnector,
-    AsyncQueue,
-    AsyncShardedQueue,
-    JobView,
-    Lease,
-    Stats,
-    Verdict,
-    connect_async,
-    generate,
-    keyspace,
-    reshard_async,
-)
+from echomq import keyspace
 from echomq.clikit import Group, short_connector
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.info import ServerInfo, queue_info, server_info
-from echomq.info_view import render_info
-from echomq.logical import open_queue
-from echomq.server import EmbeddedValkey, server_url_from_env
+from echomq.server import server_url_from_env
 from echomq.sharding import MAX_SHARDS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from echomq import AsyncQueue, AsyncShardedQueue, JobView, Lease, Stats
+    from echomq.info import ServerInfo
+
+# What a verb needs beyond click (redis-py, asyncio, rich, the consumer, the dashboard)
+# is imported inside that verb: ``import echomq.cli`` stays light, so a command refused
+# for its arguments answers at once however loaded the machine is (test_cli_import.py).
 
 __all__ = ["main"]
 
 T = TypeVar("T")
-console = Console()
+
+
+class _Console:
+    """rich's Console, made on first use (rich takes ~0.1 s to import)."""
+
+    _real: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console()
+        return getattr(self._real, name)
+
+
+console = cast("Console", _Console())
 
 
 def _version() -> str:
@@ -59,7 +63,15 @@ def _version() -> str:
         return "unknown"
 
 
-@click.group(cls=Group, name="echomq")
+class _Commands(Group):
+    """The ``echomq`` group. A verb module of its own (it imports this module for ``main``
+    and the helpers below) is listed in ``lazy`` as ``"name": "module:attribute"`` rather
+    than imported here: it is loaded when its verb runs, and no import circle forms."""
+
+    lazy: dict[str, str] = {}  # noqa: RUF012 (the class's own table)
+
+
+@click.group(cls=_Commands, name="echomq")
 @click.version_option(_version(), prog_name="echomq")
 def main() -> None:
     """EchoMQ: an atomic, Lua-first job queue on Valkey."""
@@ -70,6 +82,10 @@ def main() -> None:
 @click.option("--queue", "name", default="demo", show_default=True)
 def demo(jobs: int, name: str) -> None:
     """Admit a batch on an embedded Valkey (or ECHOMQ_URL), print verdicts and rates, drain it."""
+    import asyncio
+
+    from echomq.server import EmbeddedValkey
+
     server = None if server_url_from_env() else EmbeddedValkey().start()
     url = server.url if server else str(server_url_from_env())
     try:
@@ -80,6 +96,14 @@ def demo(jobs: int, name: str) -> None:
 
 
 async def _demo(url: str, jobs: int, name: str, *, embedded: bool) -> None:
+    import asyncio
+    import collections
+    import time
+
+    from rich.table import Table
+
+    from echomq import AsyncConnector, AsyncQueue, Consumer, ConsumerOptions, Verdict, generate
+
     console.print(f"[bold]EchoMQ demo[/] on {'embedded valkey-server at ' if embedded else ''}{url}")
     conn = AsyncConnector.from_url(url)
     try:
@@ -132,6 +156,8 @@ def _url(url: str | None) -> str:
 
 def _run_on(url: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``action(connector)`` on a short-budget connector to ``url`` and close it."""
+    import asyncio
+
     connector = short_connector(_url(url))
 
     async def go() -> T:
@@ -146,6 +172,9 @@ def _run_on(url: str | None, action: Callable[[Any], Awaitable[T]]) -> T:
 async def _checked(connector: Any, queue: str) -> AsyncQueue | AsyncShardedQueue:
     """The queue named ``queue`` (a sharded one as one queue); QueueNotFound (one line)
     for a name never written."""
+    from echomq.info import queue_info
+    from echomq.logical import open_queue
+
     await queue_info(connector, keyspace.check_queue(queue))  # raises QueueNotFound
     return await open_queue(connector, queue)
 
@@ -158,6 +187,8 @@ URL = click.option("--url", default=None, help="server URL (default: ECHOMQ_URL)
 @URL
 def stats(queue: str, url: str | None) -> None:
     """Counts of QUEUE's jobs in each state."""
+    queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
+
     async def go(connector: Any) -> Stats:
         return await (await _checked(connector, queue)).stats()
 
@@ -173,6 +204,10 @@ def stats(queue: str, url: str | None) -> None:
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def browse(queue: str, state: str, url: str | None, limit: int) -> None:
     """A page of QUEUE's jobs in STATE, with their rows."""
+    from rich.table import Table
+
+    queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
+
     async def go(connector: Any) -> list[JobView]:
         return await (await _checked(connector, queue)).browse(state, limit=limit)
 
@@ -191,6 +226,8 @@ def browse(queue: str, state: str, url: str | None, limit: int) -> None:
 @URL
 def requeue_dead(queue: str, url: str | None) -> None:
     """Put QUEUE's dead jobs back on pending."""
+    queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
+
     async def go(connector: Any) -> int:
         return await (await _checked(connector, queue)).requeue_dead()
 
@@ -202,6 +239,8 @@ def requeue_dead(queue: str, url: str | None) -> None:
 @URL
 def purge_dead(queue: str, url: str | None) -> None:
     """Delete QUEUE's dead jobs."""
+    queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
+
     async def go(connector: Any) -> int:
         return await (await _checked(connector, queue)).purge_dead()
 
@@ -215,8 +254,12 @@ def purge_dead(queue: str, url: str | None) -> None:
 @URL
 def reshard(queue: str, to: int, url: str | None) -> None:
     """Switch the sharded QUEUE to --to shards once it is drained (drain-and-switch)."""
+    queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
+
     async def go(connector: Any) -> int:
-        return await reshard_async(connector, keyspace.check_queue(queue), to=to)
+        from echomq import reshard_async
+
+        return await reshard_async(connector, queue, to=to)
 
     console.print(f"{queue}: {_run_on(url, go)} shards -> {to}")
 
@@ -230,12 +273,16 @@ def info(queues: tuple[str, ...], url: str | None, as_json: bool) -> None:
     names = [keyspace.check_queue(q) for q in queues] or None
 
     async def go(connector: Any) -> ServerInfo:
+        from echomq.info import server_info
+
         return await server_info(connector, names)
 
     found = _run_on(url, go)
     if as_json:
         click.echo(found.to_json())
     else:
+        from echomq.info_view import render_info
+
         render_info(found, console)
 
 
@@ -262,6 +309,7 @@ def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst:
     SIGTERM or SIGINT: stop claiming, let running jobs finish within the grace period,
     hand the rest back at once, exit 0 (a second signal: hand back now).
     """
+    import asyncio
     import logging
 
     from echomq.worker import load_target, run_worker, settings_for
@@ -291,6 +339,9 @@ def schedule(target: str, url: str | None, once: bool) -> None:
     Each tick is admitted once however many of these (or workers with the same
     schedules) run. SIGTERM or SIGINT stops it (exit 0).
     """
+    import asyncio
+
+    from echomq import connect_async
     from echomq.schedules import Schedule
     from echomq.worker import load_target
 
@@ -305,6 +356,7 @@ def schedule(target: str, url: str | None, once: bool) -> None:
 
 
 async def _schedule(connector: Any, schedules: list[Any], once: bool) -> None:
+    import asyncio
     import signal
 
     from echomq._async.scheduler import AsyncScheduler

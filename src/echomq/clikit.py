@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from redis import exceptions as rex
 
 from echomq.errors import EchoMQError
 
 __all__ = ["EXIT_BOUND_S", "EXPECTED", "Group", "describe", "short_connector"]
 
-EXPECTED: tuple[type[BaseException], ...] = (EchoMQError, rex.RedisError, OSError, ValueError)
-"""Failures that are about the world or the input, not a bug: reported in one line."""
+EXPECTED: tuple[type[BaseException], ...] = (EchoMQError, OSError, ValueError)
+"""Failures that are about the world or the input, not a bug: reported in one line (with
+every exception type of redis-py: :attr:`Group.expected_modules`)."""
 
 EXIT_BOUND_S = 2.0
 """Ctrl-C ends a command within this bound (the tests hold it to it)."""
@@ -57,15 +57,25 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
+def _redis_types(*names: str) -> tuple[type[BaseException], ...]:
+    """redis-py's exception types of these names, or none if redis-py was never imported
+    (then no exception can be one of them: a command that failed before connecting does
+    not pay for importing it)."""
+    rex = sys.modules.get("redis.exceptions")
+    return tuple(getattr(rex, n) for n in names) if rex is not None else ()
+
+
 def describe(exc: BaseException) -> str:
     """One line for an expected failure: what went wrong, in the user's terms."""
     chain = _chain(exc)
     text = " ".join(str(e) for e in chain)
-    if any(isinstance(e, rex.AuthenticationError) for e in chain) or any(
+    if any(isinstance(e, _redis_types("AuthenticationError")) for e in chain) or any(
             w in text for w in ("WRONGPASS", "NOAUTH", "invalid username-password", "invalid password")):
         return "authentication failed: wrong or missing user name or password in the URL"
+    unreachable: tuple[type[BaseException], ...] = (TimeoutError, *_redis_types("ConnectionError",
+                                                                                "TimeoutError"))
     for e in reversed(chain):  # the root cause says most: "Connection refused", a DNS failure
-        if isinstance(e, rex.ConnectionError | TimeoutError | rex.TimeoutError) or (
+        if isinstance(e, unreachable) or (
                 isinstance(e, OSError) and e.errno is not None):
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             return f"cannot reach the server: {first}"
