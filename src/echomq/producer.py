@@ -76,7 +76,8 @@ class Producer:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._buffer.append(((job_id, payload), future))
         self._outstanding += 1
-        self._pump()
+        if len(self._flying) < self.in_flight:  # else the next flush to answer pumps
+            self._pump()
         return future
 
     async def flush(self) -> None:

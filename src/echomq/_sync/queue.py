@@ -32,6 +32,7 @@ from echomq.scripts import Script
 __all__ = ["Queue"]
 
 _FINISH_BATCH = 256
+_MIN_FLUSH = 128  # admissions per flush, least (below it a flush's round trip outweighs it)
 
 AdmitItem = tuple[str, bytes] | tuple[str, bytes, str | None]
 """One item of :meth:`Queue.admit_many`: ``(id, payload)`` or ``(id, payload, lane)``."""
@@ -197,7 +198,14 @@ class Queue:
         for script in scripts.values():  # at most two
             self._preload(script)
         if entries:
-            replies = self._admit_pipeline(p.LazyCalls(enqueue, entries), flush=self.options.batch)
+            # At least four flushes per batch (of at most options.batch, at least
+            # _MIN_FLUSH calls): the server runs the first while the client builds the next,
+            # so a call of 1,000 keeps two flushes in flight as a call of 50,000 does.
+            # (Durable admission keeps whole flushes: each one ends with a WAIT.)
+            flush = self.options.batch
+            if not self.options.durable_replicas:
+                flush = min(flush, max(_MIN_FLUSH, -(-len(entries) // 4)))
+            replies = self._admit_pipeline(p.LazyCalls(enqueue, entries), flush=flush)
             enqueued, duplicate, decode = Verdict.ENQUEUED, Verdict.DUPLICATE, p.decode_verdict
             for i, reply in zip(where, replies, strict=True):
                 # decode_verdict, with its two common replies first (True == 1: not a reply)
