@@ -88,6 +88,25 @@ MUTANTS: list[Mutant] = [
     Mutant("fence: lets another major version through", "include/fence.lua",
            "if theirs ~= ours then -- fence: another major version", "if false then",
            "version fence removed from every script at once (the include they all run)"),
+    # the claim gate (include/gate.lua, run by claim) and priority aging (include/pend.lua)
+    Mutant("gate: a paused queue still leases", "include/gate.lua",
+           "if g.paused then return false end", "", "pause check removed"),
+    Mutant("gate: no queue rate limit", "include/gate.lua",
+           "if t and t + g.qms > g.now then", "if false then", "queue rate threshold removed"),
+    Mutant("gate: queue rate limit one late", "include/gate.lua",
+           "local back = g.qmax - g.used - 1", "local back = g.qmax - g.used",
+           "queue rate off by one"),
+    Mutant("gate: no lane rate limit", "include/gate.lua",
+           "if t and t + g.lms > g.now then", "if false then", "lane rate threshold removed"),
+    Mutant("handoff: no claim gate", "include/handoff.lua",
+           "if g.on and not gate_take(g, nil) then return false end", "",
+           "hand-off bypasses pause and the queue rate limit (the model has no park op yet: "
+           "tests/echomq/test_handoff.py's gate tests kill it)"),
+    Mutant("pend: priority without aging", "include/pend.lua",
+           "score = score - prio * AGE", "score = score - prio * 1e12",
+           "strict priority bands (a lower level could starve)"),
+    Mutant("pend: priority ignored", "include/pend.lua",
+           "score = score - prio * AGE", "score = score", "priority not applied"),
 ]
 
 

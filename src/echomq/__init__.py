@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         ServerUnavailable,
         ShardCountMismatch,
     )
+    from echomq.gate import Claimed, Gate, RateLimit
     from echomq.hooks import Hooks
     from echomq.ids import derive_id, generate, generate_many, valid
     from echomq.keyspace import job_key, queue_key, slot
@@ -98,6 +99,7 @@ __all__ = [
     "BackoffPolicy",
     "Bulk",
     "ChildSpec",
+    "Claimed",
     "ClusterConnector",
     "Completion",
     "Connector",
@@ -108,6 +110,7 @@ __all__ = [
     "Defer",
     "EchoMQError",
     "EmbeddedValkey",
+    "Gate",
     "Handler",
     "HandlerTimeout",
     "Hooks",
@@ -130,6 +133,7 @@ __all__ = [
     "QueueNotDrained",
     "QueueNotFound",
     "QueueOptions",
+    "RateLimit",
     "RetryOutcome",
     "Schedule",
     "Scheduler",

@@ -33,6 +33,8 @@ __all__ = [
     "fence",
     "heartbeat",
     "layout",
+    "limits",
+    "pause",
     "peek",
     "pending_size",
     "promote",
@@ -84,11 +86,13 @@ def layout(name: str, keys: Sequence[str], argv: Sequence[str]) -> Script:
     return script
 
 
-_ENQUEUE = layout("enqueue", ("job", "pending", "wake", "meta", "parked", "active"), ("id", "payload"))
+_ENQUEUE = layout("enqueue", ("job", "pending", "wake", "meta", "parked", "active", "rate"),
+                  ("id", "payload"))
 
 
 def enqueue(k: QueueKeys, job_id: str, payload: bytes) -> Call:
-    return Call(_ENQUEUE, [k.job(job_id), k.pending, k.wake, k.meta, k.parked, k.active], [job_id, payload])
+    return Call(_ENQUEUE, [k.job(job_id), k.pending, k.wake, k.meta, k.parked, k.active, k.rate],
+                [job_id, payload])
 
 
 _ID_SHAPE = _ID.fullmatch  # ids.valid's test, without its call
@@ -122,11 +126,12 @@ class Enqueuer:
     def __init__(self, k: QueueKeys) -> None:
         self._k = k
         self._prefix = k.job_prefix
-        self._keys = (k.pending, k.wake, k.meta, k.parked, k.active)
+        self._keys = (k.pending, k.wake, k.meta, k.parked, k.active, k.rate)
         prefix = k.job_prefix.encode()
         nargs = 3 + 1 + len(self._keys) + 2  # EVALSHA sha numkeys, job, the other keys, id payload
-        self._head = b"*%d\r\n$7\r\nEVALSHA\r\n%b$1\r\n6\r\n$%d\r\n%b" % (
-            nargs, _bulk(_ENQUEUE.sha), len(prefix) + TAIL_LENGTH + KIND_LENGTH, prefix)
+        self._head = b"*%d\r\n$7\r\nEVALSHA\r\n%b%b$%d\r\n%b" % (
+            nargs, _bulk(_ENQUEUE.sha), _bulk(str(1 + len(self._keys))),
+            len(prefix) + TAIL_LENGTH + KIND_LENGTH, prefix)
         self._mid = b"\r\n" + b"".join(map(_bulk, self._keys)) + b"$%d\r\n" % (TAIL_LENGTH + KIND_LENGTH)
 
     def __call__(self, job_id: str, payload: bytes) -> Call:
@@ -181,14 +186,14 @@ class LazyCalls(Sequence[Call]):
 
 
 _ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),
-                 ("id", "payload", "lane", "delay_ms", "serial", "max_attempts"))
+                 ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority"))
 
 
 def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int, serial: bool,
-          max_attempts: int | None) -> Call:
+          max_attempts: int | None, priority: int = 0) -> Call:
     return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake],
                 [job_id, payload, lane, delay_ms, "1" if serial else "0",
-                 "" if max_attempts is None else max_attempts])
+                 "" if max_attempts is None else max_attempts, priority])
 
 
 _FENCE = layout("fence", ("meta",), ("version",))
@@ -198,14 +203,31 @@ def fence(k: QueueKeys, version: str) -> Call:
     return Call(_FENCE, [k.meta], [version])
 
 
-_CLAIM = layout("claim", ("pending", "active", "lanes", "meta", "inflight", "jobs"),
-                 ("lease_ms", "count", "ids"))
+_CLAIM = layout("claim", ("pending", "active", "lanes", "meta", "inflight", "rate", "lane_rate",
+                          "lane_seen", "jobs"), ("lease_ms", "count", "ids"))
 
 
 def claim(k: QueueKeys, ids: Sequence[bytes | str], *, count: int, lease_ms: int) -> Call:
-    keys = [k.pending, k.active, k.lanes, k.meta, k.inflight]
+    keys = [k.pending, k.active, k.lanes, k.meta, k.inflight, k.rate, k.lane_rate, k.lane_seen]
     keys += [k.job_prefix + text(i) for i in ids]
     return Call(_CLAIM, keys, [lease_ms, count, *ids])
+
+
+_PAUSE = layout("pause", ("meta", "pending", "wake"), ("paused",))
+
+
+def pause(k: QueueKeys, paused: bool | None) -> Call:
+    """Pause (True), resume (False) or only read (None) the queue's claim gate."""
+    return Call(_PAUSE, [k.meta, k.pending, k.wake], ["" if paused is None else "1" if paused else "0"])
+
+
+_LIMITS = layout("limits", ("meta", "rate"), ("rate_max", "rate_ms", "lane_max", "lane_ms"))
+
+
+def limits(k: QueueKeys, rate: tuple[int, int] | None, lane_rate: tuple[int, int] | None) -> Call:
+    """Set (max, window_ms) for the queue and per lane; None removes a limit."""
+    q, ln = rate or (0, 0), lane_rate or (0, 0)
+    return Call(_LIMITS, [k.meta, k.rate], [q[0], q[1], ln[0], ln[1]])
 
 
 _HEARTBEAT = layout("heartbeat", ("active", "job", "meta"), ("id", "attempt", "lease_ms"))

@@ -342,3 +342,8 @@ def dashboard(url: str | None, host: str, port: int, token: str | None, read_onl
         raise click.UsageError("give --url or set ECHOMQ_URL")
     # An unreachable server, a bad token or a busy port: one line from the group (clikit).
     serve(url, host=host, port=port, options=DashboardOptions(token=token or None, read_only=read_only))
+
+
+from echomq import cli_gate as _cli_gate  # noqa: E402  (registers pause, resume and limit)
+
+del _cli_gate

@@ -165,18 +165,24 @@ class Consumer:
         window = 2 * o.concurrency + 16  # room to skip jobs of busy serial lanes
         cands: list[bytes] = []
         fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
+        held_until = 0.0  # the claim gate held jobs back until then (loop clock): no claims
         while not self._stopping.is_set():
             self._start(self._parking.take())
             free = o.concurrency - len(self._leases) + len(self._acks)
-            if not self._acks and (free <= 0 or (fresh and not cands)):
-                if free > 0 and o.handoff and not await self._parking.park(self._refused):
+            hold = held_until - asyncio.get_running_loop().time()
+            if not self._acks and (free <= 0 or (fresh and not cands) or hold > 0):
+                if (free > 0 and hold <= 0 and o.handoff
+                        and not await self._parking.park(self._refused)):
                     fresh = False  # pending has work after all: claim it
                     continue
                 self._kick.clear()
-                await self._wait(self._kick, o.beat_ms / 1000)
+                await self._wait(self._kick, min(o.beat_ms / 1000, hold) if hold > 0
+                                 else o.beat_ms / 1000)
                 fresh = False  # woken or polled: look at pending again
                 if self._stopping.is_set():
                     break
+                if self._hints:
+                    held_until = 0.0  # a wake-up (a resume, a new job): look again now
                 if self._hints and not cands:
                     # Woken with the new job's id: claim it in the same flush as the peek,
                     # one round trip from the wake-up to the lease (the script re-checks it).
@@ -185,7 +191,7 @@ class Consumer:
                     await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
                 continue
             acks = self._acks.take()
-            count = max(free, 0) if cands else 0
+            count = max(free, 0) if cands and hold <= 0 else 0
             tried = cands if count else None
             # Nothing to claim and a slot free: park in this flush (it parks only if pending
             # is empty), so going idle costs no round trip of its own (decision 0018).
@@ -211,7 +217,12 @@ class Consumer:
                 continue
             self._acks.resolve(acks, done)
             self._start(leases, claimed=True)
-            if tried is not None and not leases and cands == tried:
+            if count and (leases.paused or (leases.wait_ms is not None and len(leases) < count)):
+                # The claim gate held jobs back (docs/decisions/0023): wait until the next
+                # token is due, or a beat while paused (resume wakes us), never spin.
+                wait_s = o.beat_ms / 1000 if leases.paused else (leases.wait_ms or 0) / 1000
+                held_until = asyncio.get_running_loop().time() + wait_s
+            elif tried is not None and not leases and cands == tried:
                 # Nothing claimable moved (e.g. every candidate waits on a busy serial lane):
                 # idle until a job finishes, a wake-up or the beat, as a poll would.
                 self._kick.clear()

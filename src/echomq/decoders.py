@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from echomq.errors import EchoMQError, ServerError
+from echomq.gate import Claimed
 from echomq.model import Completion, JobView, Lease, RetryOutcome, Stats, Verdict
 
 __all__ = [
@@ -81,13 +82,17 @@ def decode_completions(replies: Sequence[Any]) -> list[Completion]:
     return out
 
 
-def decode_leases(queue: str, flat: Any) -> list[Lease]:
+def decode_leases(queue: str, flat: Any) -> Claimed:
+    """A claim's reply: 5 fields per lease, then (when the gate held a job back) -1 for a
+    paused queue or the ms until the next rate token is due."""
     flat = _raise_if_error(flat)
-    return [
+    held = int(flat[-1]) if len(flat) % 5 == 1 else None
+    leases = [
         Lease(queue=queue, id=text(flat[i]), attempt=int(flat[i + 1]), payload=flat[i + 2] or b"",
               lane=text(flat[i + 3]) or None, deadline_ms=int(flat[i + 4]))
-        for i in range(0, len(flat), 5)
+        for i in range(0, len(flat) - len(flat) % 5, 5)
     ]
+    return Claimed(leases, paused=held == -1, wait_ms=held if held is not None and held >= 0 else None)
 
 
 def decode_deadline(reply: Any) -> int | None:

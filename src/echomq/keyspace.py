@@ -94,6 +94,10 @@ def slot(key: str | bytes) -> int:
     return crc16(hash_tag(key)) % SLOTS
 
 
+_TYPES = (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked", "rate", "lane_rate",
+          "lane_seen")
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     """Every key of one queue (all share the hash tag ``{name}``)."""
@@ -110,13 +114,15 @@ class QueueKeys:
     wake: str
     maint: str
     parked: str
+    rate: str
+    lane_rate: str
+    lane_seen: str
     job_prefix: str
 
     @classmethod
     def of(cls, name: str) -> QueueKeys:
         check_queue(name)
-        k = {t: queue_key(name, t) for t in
-             (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked")}
+        k = {t: queue_key(name, t) for t in _TYPES}
         return cls(name=name, job_prefix=queue_key(name, "job:"), **k)
 
     def job(self, job_id: object) -> str:
@@ -131,5 +137,4 @@ class QueueKeys:
         return str(getattr(self, str(state)))
 
     def as_dict(self) -> dict[str, str]:
-        return {t: getattr(self, t) for t in
-                (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked")}
+        return {t: getattr(self, t) for t in _TYPES}

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 
-from codemojex.bot import BotState, BudgetOptions, RateBudget, TelegramDelivery, make_bot
+from codemojex.bot import BotState, BudgetOptions, TelegramDelivery, make_bot
 from codemojex.workers import NotifyWorker
 from echomq import AsyncConnector, AsyncQueue
 from echomq.consumer import Consumer, ConsumerOptions
@@ -31,7 +31,7 @@ async def main(mode: str) -> None:
     connector = AsyncConnector.from_url(env["CMX_VALKEY_URL"])
     opts = BudgetOptions(namespace=env["CMX_NS"], overall=100, per_chat=100, margin_ms=0)
     bot = make_bot(env["CMX_TOKEN"], env["CMX_API_BASE"])
-    delivery = TelegramDelivery(bot, RateBudget(connector, opts), BotState(connector, opts.namespace))
+    delivery = TelegramDelivery(bot, BotState(connector, opts.namespace))
     worker = NotifyWorker(delivery)
 
     async def handler(lease: Lease) -> Outcome:

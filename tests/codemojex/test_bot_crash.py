@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codemojex.bot import BotState, BudgetOptions, RateBudget, StandIn, TelegramDelivery, make_bot
+from codemojex.bot import BotState, BudgetOptions, StandIn, TelegramDelivery, make_bot
 from codemojex.service import Services
 from codemojex.service.codec import Note, encode
 from codemojex.workers import NotifyWorker
@@ -40,8 +40,7 @@ async def _child(mode: str, api: StandIn, services: Services, valkey_url: str) -
 async def _drain_in_process(api: StandIn, services: Services, note_id: str) -> None:
     opts = BudgetOptions(namespace=namespace(services), overall=100, per_chat=100, margin_ms=0)
     bot = make_bot(api.token, api.base)
-    delivery = TelegramDelivery(bot, RateBudget(services.connector, opts),
-                                BotState(services.connector, opts.namespace))
+    delivery = TelegramDelivery(bot, BotState(services.connector, opts.namespace))
     consumer = Consumer(services.notifications, NotifyWorker(delivery).handle, options=FAST)
     task = asyncio.create_task(consumer.run())
 

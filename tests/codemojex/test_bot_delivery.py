@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from codemojex.bot import BotState, BudgetOptions, RateBudget, StandIn, TelegramDelivery, make_bot
+from codemojex.bot import BotState, BudgetOptions, StandIn, TelegramDelivery, make_bot
 from codemojex.service import Services
 from codemojex.service.codec import Note, encode
 from codemojex.workers import Delivered, Failed, NotifyWorker, RateLimited
@@ -27,8 +27,7 @@ async def api() -> AsyncIterator[StandIn]:
 async def delivery(api: StandIn, services: Services) -> AsyncIterator[TelegramDelivery]:
     opts = BudgetOptions(namespace=namespace(services), overall=100, per_chat=100, margin_ms=0)
     bot = make_bot(api.token, api.base)
-    yield TelegramDelivery(bot, RateBudget(services.connector, opts),
-                           BotState(services.connector, opts.namespace), max_wait_s=0.5)
+    yield TelegramDelivery(bot, BotState(services.connector, opts.namespace))
     await bot.session.close()
 
 
@@ -38,7 +37,7 @@ def _lease(chat: int, text: str) -> Lease:
 
 async def test_each_answer_is_classified(api: StandIn, delivery: TelegramDelivery) -> None:
     worker, chat = NotifyWorker(delivery), user_id()
-    api.fail(429, retry_after=2)  # longer than the delivery waits in place: deferred
+    api.fail(429, retry_after=2)  # deferred through the queue: its next lease takes a token
     assert await worker.handle(_lease(chat, "a")) == Defer(delay_ms=2000)
     api.fail(502)
     outcome = await worker.handle(_lease(chat, "b"))
@@ -52,13 +51,15 @@ async def test_each_answer_is_classified(api: StandIn, delivery: TelegramDeliver
     assert [(r.text, r.status) for r in api.requests] == [("a", 429), ("b", 502), ("c", 200), ("d", 403)]
 
 
-async def test_a_short_429_is_waited_out_and_a_sent_note_is_not_sent_again(
+async def test_a_short_429_is_deferred_and_a_sent_note_is_not_sent_again(
         api: StandIn, delivery: TelegramDelivery) -> None:
+    """Even a 1 s 429 is not sent again in place (that request would take no lease of the
+    budget): the note is deferred by retry_after, and its next lease sends it."""
     chat, note_id = user_id(), generate("JOB")
     note = Note("bot", f"tg:{chat}", "", "hello")
-    delivery.max_wait_s = 3.0
     api.fail(429, retry_after=1)
-    assert isinstance(await delivery.deliver(note_id, note), Delivered)
+    assert await delivery.deliver(note_id, note) == RateLimited(1000)
+    assert isinstance(await delivery.deliver(note_id, note), Delivered)  # the next lease
     assert isinstance(await delivery.deliver(note_id, note), Delivered)  # a re-run after a crash
     assert [r.status for r in api.requests] == [429, 200] and delivery.retried_after == 1
     assert isinstance(await delivery.deliver(generate("JOB"), Note("score", "sim-1", "", "x")), Delivered)
@@ -67,7 +68,7 @@ async def test_a_short_429_is_waited_out_and_a_sent_note_is_not_sent_again(
 
 async def test_a_network_error_is_a_failure(services: Services, delivery: TelegramDelivery) -> None:
     bot = make_bot("1:x", "http://127.0.0.1:9")  # nothing listens on the discard port
-    broken = TelegramDelivery(bot, delivery.budget, delivery.state)
+    broken = TelegramDelivery(bot, delivery.state)
     try:
         result = await broken.deliver(generate("JOB"), Note("bot", f"tg:{user_id()}", "", "x"))
     finally:

@@ -1,11 +1,13 @@
 """The shared rate budget under a burst, at Telegram's numbers: 30 messages/s for the
-bot and 1/s per chat (the production :class:`BudgetOptions`, its 100 ms margin included).
-150 notes to 50 chats through two notifiers (each its own Valkey connection and Telegram
-client). Every grant's time is read back from the budget's own log on the **server
-clock** (where the budget measures; arrival times at the stand-in add the event loop's
-jitter on a busy machine): no one-second window holds more than 30 grants, nor more
-than one for a chat. 429 answers are waited out and delivered later; nothing is lost,
-nothing is sent twice, each chat in order.
+bot and 1/s per chat (the production :class:`BudgetOptions`, its 100 ms margin included),
+kept by EchoMQ's claim gate as the notifications queue's rate limits. 150 notes to 50
+chats through two notifiers (each its own Valkey connection and Telegram client). Every
+grant is a lease, and its time is the **server clock's** (the lease deadline the claim
+script computed, minus the lease length; arrival times at the stand-in add the event
+loop's jitter on a busy machine): no one-second window holds more than 30 grants, nor
+more than one for a chat, and every request to Telegram took exactly one grant. 429
+answers are deferred through the queue and delivered later; nothing is lost, nothing is
+sent twice, each chat in order, and no note is retried as a failure.
 
 And a 429 longer than a notifier waits in place goes through the queue: the job is
 deferred (no failure counted: it would be dead after one with ``max_attempts=1``) and
@@ -14,17 +16,14 @@ delivered after ``retry_after``."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections import defaultdict
 
-from codemojex.bot import BotState, BudgetOptions, RateBudget, StandIn, TelegramDelivery, make_bot
-from codemojex.bot.ratebudget import SCRIPT
+from codemojex.bot import BotState, BudgetOptions, StandIn, TelegramDelivery, apply_budget, make_bot
 from codemojex.bot.standin import Received
 from codemojex.service import Services
 from codemojex.service.codec import Note, encode
 from codemojex.workers import NotifyWorker, notify
-from echomq import AsyncConnector, AsyncQueue, generate
-from echomq.consumer import Consumer
+from echomq import AsyncConnector, AsyncQueue, Consumer, Lease, Outcome, RateLimit, generate
 from tests.codemojex.botkit import namespace, until, user_id
 
 CHATS, PER_CHAT = 50, 3
@@ -32,22 +31,16 @@ WINDOW_MS = 1000  # Telegram's window
 WINDOW_S = WINDOW_MS / 1000
 
 
-class RecordingBudget(RateBudget):
-    """The real budget script; after each grant, its time on the server clock is read
-    back from the budget's own log (the member the script wrote carries our token)."""
+class RecordingWorker(NotifyWorker):
+    """The notifier's handler; before each note it records its lease's grant: the claim's
+    time on the server clock (deadline - lease_ms) and the chat (the note's lane)."""
 
-    grants: list[tuple[int, int]]  # (server ms, chat) of every grant, shared by the notifiers
+    grants: list[tuple[int, int]]  # (server ms, chat) of every lease, shared by the notifiers
 
-    async def acquire(self, chat_id: int) -> int:
-        o, token = self.options, secrets.token_hex(6)
-        keys = self.keys(chat_id)
-        wait = int(await self.connector.eval(
-            SCRIPT, keys, [token, o.overall, o.per_chat, o.window_ms + o.margin_ms]))
-        if wait == 0:
-            log = await self.connector.command("ZRANGE", keys[1], 0, -1, "WITHSCORES")
-            (at,) = [int(score) for member, score in log if member.decode().endswith(":" + token)]
-            self.grants.append((at, chat_id))
-        return wait
+    async def handle(self, lease: Lease) -> Outcome:
+        assert lease.lane is not None and lease.lane.startswith("tg:")
+        self.grants.append((lease.deadline_ms - notify.OPTIONS.lease_ms, int(lease.lane[3:])))
+        return await super().handle(lease)
 
 
 def _most_in_a_window(times: list[float]) -> int:
@@ -66,6 +59,8 @@ async def test_a_burst_holds_telegrams_budget_rides_out_429s_and_loses_nothing(
     opts = BudgetOptions(namespace=namespace(services))  # 30/s overall, 1/s per chat: production
     assert (opts.overall, opts.per_chat, opts.window_ms) == (30, 1, WINDOW_MS)
     grants: list[tuple[int, int]] = []
+    gate = await apply_budget(services.notifications, opts)
+    assert (gate.rate, gate.lane_rate) == (RateLimit(30, 1100), RateLimit(1, 1100))
     chats = [7_000_000 + i for i in range(CHATS)]
     items = [(generate("JOB"), encode(Note("bot", f"tg:{c}", "", f"chat {c} note {n}")), f"tg:{c}")
              for n in range(PER_CHAT) for c in chats]
@@ -75,11 +70,10 @@ async def test_a_burst_holds_telegrams_budget_rides_out_429s_and_loses_nothing(
         for _ in range(2):
             connector = AsyncConnector.from_url(valkey_url)
             bot = make_bot(api.token, api.base)
-            budget = RecordingBudget(connector, opts)
-            budget.grants = grants
-            delivery = TelegramDelivery(bot, budget, BotState(connector, opts.namespace))
+            worker = RecordingWorker(TelegramDelivery(bot, BotState(connector, opts.namespace)))
+            worker.grants = grants
             queue = AsyncQueue(connector, services.notifications.name)
-            consumers.append(Consumer(queue, NotifyWorker(delivery).handle, options=notify.OPTIONS))
+            consumers.append(Consumer(queue, worker.handle, options=notify.OPTIONS))
             closers += [bot.session.close, connector.aclose]
         tasks = [asyncio.create_task(c.run()) for c in consumers]
         try:
@@ -95,7 +89,7 @@ async def test_a_burst_holds_telegrams_budget_rides_out_429s_and_loses_nothing(
     sent = [r.text for r in api.sent]
     assert len(sent) == len(set(sent)) == CHATS * PER_CHAT  # none lost, none twice
     assert sum(r.status == 429 for r in api.requests) == 5
-    assert len(grants) == len(api.requests)  # every request took a grant
+    assert len(grants) == len(api.requests)  # every request took exactly one grant (a lease)
     by_chat: dict[int, list[Received]] = defaultdict(list)
     for r in api.requests:
         by_chat[r.chat_id].append(r)
@@ -112,6 +106,9 @@ async def test_a_burst_holds_telegrams_budget_rides_out_429s_and_loses_nothing(
     assert span_s >= (len(grants) - 30) / 30
     stats = await services.notifications.stats()
     assert stats.done == len(items) and stats.dead == 0
+    for verdict_id, *_ in items:  # a 429 is a deferral, never a failure
+        row = await services.notifications.job(verdict_id)
+        assert row is not None and int(row.get("failures", b"0")) == 0
 
 
 async def test_a_long_429_is_deferred_through_the_queue_without_counting_a_failure(
@@ -120,10 +117,10 @@ async def test_a_long_429_is_deferred_through_the_queue_without_counting_a_failu
     opts = BudgetOptions(namespace=namespace(services))
     chat, note_id = user_id(), generate("JOB")
     async with StandIn() as api:
-        api.fail(429, times=2, retry_after=2)  # twice, each longer than the notifier waits in place
+        api.fail(429, times=2, retry_after=2)  # twice: each defers the note through the queue
         bot = make_bot(api.token, api.base)
-        delivery = TelegramDelivery(bot, RateBudget(services.connector, opts),
-                                    BotState(services.connector, opts.namespace), max_wait_s=0.5)
+        await apply_budget(services.notifications, opts)
+        delivery = TelegramDelivery(bot, BotState(services.connector, opts.namespace))
         # One attempt allowed: a deferral that counted as a failure would kill the job.
         await services.notifications.admit(note_id, encode(Note("bot", f"tg:{chat}", "", "hello")),
                                            lane=f"tg:{chat}", serial=True, max_attempts=1)

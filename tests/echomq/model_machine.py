@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import hypothesis.strategies as st
 import redis
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from redis.cluster import ClusterNode, RedisCluster
 
 from echomq import (
@@ -39,11 +39,12 @@ from echomq import (
     generate,
 )
 from echomq.failures import parse_failure
+from echomq.gate import Claimed, Gate, RateLimit
 from echomq.handling import call_handler
 from echomq.hooks import Hooks
 from echomq.outcomes import Backoff
 from echomq.schedules import Schedule, decode_schedule
-from tests.echomq.model_ref import Ref
+from tests.echomq.model_ref import NOW, Ref
 
 MAX_ATTEMPTS = 2
 LONG = 600_000
@@ -68,12 +69,16 @@ REACH = frozenset({
     # handler timeouts and schedules
     "handler timeout handed back", "schedule ticks admitted", "schedule ticks below the mark refused",
     "schedule tick not due refused",
+    # the claim gate: pause, rate limits per queue and per lane, priorities
+    "paused claim", "queue rate held", "lane rate held", "priority tag", "claimed at priority 3",
     # the batched settle path and the finish variants
     "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
     # upkeep: promote, retention, dead jobs
     "promoted", "done purged", "dead purged", "dead requeued", "retention kept young rows",
 })
 """What every full run must reach (the test asserts it from ``QueueMachine.reached``)."""
+GATE_REACH = frozenset({"paused claim", "queue rate held", "lane rate held"})
+"""What only a machine on one queue reaches (a sharded queue has one gate per shard)."""
 
 
 _Op = tuple[str, int, Callable[[Any], object] | None, dict[str, Any]]
@@ -115,6 +120,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.conn = Connector.from_url(self.url)
             self.raw = redis.Redis.from_url(self.url)
         self.name = f"model-{os.getpid()}-{next(_names)}"
+        self.window = LONG
         opts = dict(max_attempts=MAX_ATTEMPTS, keep_done_ms=LONG, keep_dead_ms=LONG)
         self.q = Queue(self.conn, self.name, options=QueueOptions(**opts))
         self.q_drop = Queue(self.conn, self.name, options=QueueOptions(**(opts | {"keep_done_ms": 0})))
@@ -129,7 +135,8 @@ class QueueMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         QueueMachine.reached.update(self.ref.seen)
         keys = [self.q.keys[k] for k in ("pending", "active", "delayed", "done", "dead", "lanes",
-                                          "meta", "inflight", "maint")]
+                                          "meta", "inflight", "maint", "rate", "lane_rate",
+                                          "lane_seen")]
         keys += [self.q.job_key(i) for i in [*self.ref.jobs, *self.ref.gone]]
         keys += [f"emq:{{{queue}}}:sched:model" for queue in self.marks]
         for key in keys:
@@ -191,6 +198,44 @@ class QueueMachine(RuleBasedStateMachine):
             self.wait_past(due)
             job.ripe = True
 
+    def gated(self) -> bool:
+        """The gate's operations run on one queue and its model (a sharded queue has one
+        gate per shard; its machine leaves them out)."""
+        return isinstance(self.ref, Ref)
+
+    def _gate_ready(self) -> None:
+        """Before a claim: a short window is waited out (the model's logs are then empty)."""
+        if not self.gated():
+            return
+        times = [*self.ref.qlog, *(t for log in self.ref.llog.values() for t in log)]
+        if self.window == SHORT and times:
+            self.wait_past(max(times) + SHORT)
+            self.ref.forget_logs()
+
+    def _gated(self, got: Claimed, lease_ms: int, called: bool, t0: int, t1: int) -> None:
+        """The claim's word on the gate is the model's, and its leases go into the logs."""
+        if not called:
+            assert not got.paused and got.wait_ms is None
+        elif self.ref.paused:
+            assert got.paused and got.wait_ms is None and not got
+        elif not self.ref.held:
+            assert not got.paused and got.wait_ms is None, got
+        else:
+            logged = [d for d in self.ref.held if d != NOW]
+            assert got.wait_ms is not None and not got.paused, got
+            if logged:  # due at the oldest logged lease + the window, measured from now
+                assert t0 <= min(logged) - got.wait_ms <= t1, (logged, got, t0, t1)
+            else:  # held by this claim's own leases: a whole window
+                assert got.wait_ms == self.window, got
+        self.ref.logged(len(got), got[0].deadline_ms - lease_ms if got else None)
+
+    @initialize(window=st.sampled_from([LONG, SHORT, SHORT]))
+    def choose_window(self, window: int) -> None:
+        """One rate window per example (a window that changed would leave the server's logs
+        with entries the model cannot place): long (never ends in a run) or short (waited
+        out before every claim, so only a claim's own leases count against it)."""
+        self.window = window
+
     @rule(data=st.data())
     def step(self, data: st.DataObject) -> None:
         enabled = [o for o in _OPS if o[2] is None or o[2](self)]
@@ -202,19 +247,22 @@ class QueueMachine(RuleBasedStateMachine):
     # -------------------------------------------------------------- admission
     @op(3, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
         delay=st.sampled_from([0, 0, 0, SHORT, LONG]),
-        max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans())
-    def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool) -> None:
+        max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans(),
+        prio=st.sampled_from([0, 0, 0, 1, 3]))
+    def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool,
+              prio: int) -> None:
         jid = generate("JOB")
         payload = jid.encode()
         t0 = self.now()
-        if plain and lane is None and not delay and max_attempts is None:
+        if plain and lane is None and not delay and max_attempts is None and not prio:
             assert self.q.enqueue(jid, payload) is Verdict.ENQUEUED
         else:
             got = self.q.admit(jid, payload, lane=lane, delay_ms=delay, serial=lane == "s",
-                               max_attempts=max_attempts)
+                               max_attempts=max_attempts, priority=prio)
             assert got is Verdict.ENQUEUED
         t1 = self.now()
-        assert self.ref.admit(jid, payload, lane, lane == "s", max_attempts, delayed=delay > 0)
+        assert self.ref.admit(jid, payload, lane, lane == "s", max_attempts, delayed=delay > 0,
+                              prio=prio)
         if delay:
             self.ref.seen["delayed admission"] += 1
             self._delayed(jid, delay, t0, t1)
@@ -256,11 +304,14 @@ class QueueMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ claim plane
     def _claim(self, n: int, lease_ms: int, window: int | None = None) -> list[Lease]:
         peek = window or 2 * n + 64
-        expect = self.ref.claim(self.ref.pending_order()[:peek], n)
+        self._gate_ready()
+        candidates = self.ref.pending_order()[:peek]
+        expect = self.ref.claim(candidates, n)
         t0 = self.now()
         got = self.q.claim(n, lease_ms=lease_ms, window=window)
         t1 = self.now()
         assert [x.id for x in got] == expect
+        self._gated(got, lease_ms, bool(candidates), t0, t1)
         self._adopt(got, lease_ms, t0, t1)
         return got
 
@@ -285,18 +336,21 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _claim_exactly(self, jid: str, lease_ms: int) -> list[Lease]:
         """Claim one named job through the settle path (the claim re-checks it)."""
+        self._gate_ready()
         expect = self.ref.claim([jid], 1)
         t0 = self.now()
         _, got, peeked = self.q.settle([], count=1, lease_ms=lease_ms, candidates=[jid.encode()],
                                        window=1)
         t1 = self.now()
         assert [x.id for x in got] == expect
+        self._gated(got, lease_ms, True, t0, t1)
         assert [p.decode() for p in peeked] == self.ref.pending_order()[:1]
         self._adopt(got, lease_ms, t0, t1)
         return got
 
-    @op(2, when=lambda self: self.live() < CAP, limit=st.sampled_from([1, 3]),
-        via=st.sampled_from(["retry", "reap"]))
+    @op(2, when=lambda self: self.live() < CAP and not (self.gated() and (
+            self.ref.paused or self.ref.rate or self.ref.lane_rate)),
+        limit=st.sampled_from([1, 3]), via=st.sampled_from(["retry", "reap"]))
     def own_limit(self, limit: int, via: str) -> None:
         """A job with its own attempt limit (not the queue's) fails until it is dead: by
         retry, or by its leases expiring and reap; it dies at exactly its own limit."""
@@ -401,6 +455,7 @@ class QueueMachine(RuleBasedStateMachine):
         candidates = data.draw(st.lists(st.sampled_from(pool), unique=True, max_size=6)
                                if pool else st.just([]))
         lease_ms = SHORT if short else LONG
+        self._gate_ready()
         t0 = self.now()
         done, leases, peeked = self.q.settle(
             [(x, b"") for x in finished], count=count, lease_ms=lease_ms,
@@ -409,6 +464,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert done == [self.ref.complete(x.id, x.attempt, True, (t0, t1)) for x in finished]
         expect = self.ref.claim(candidates, count) if candidates else []
         assert [x.id for x in leases] == expect
+        self._gated(leases, lease_ms, bool(candidates), t0, t1)
         assert [p.decode() for p in peeked] == self.ref.pending_order()[:window]
         self._adopt(leases, lease_ms, t0, t1)
         self.ref.seen["settle completed"] += Completion.COMPLETED in done
@@ -483,6 +539,38 @@ class QueueMachine(RuleBasedStateMachine):
         self.ref.seen["schedule ticks admitted"] += bool(want)
         self.ref.seen["schedule ticks below the mark refused"] += bool(behind)
         self.ref.seen["schedule tick not due refused"] += 1
+    # --------------------------------------------------------------- claim gate
+    @op(when=lambda self: self.gated() and self.live() < CAP - 1 and not self.ref.paused)
+    def lane_burst(self) -> None:
+        """A lane limit of 1 and two fresh jobs on one lane: one claim leases the first and
+        holds the second back (its wait is the lane's window, or the token's due time)."""
+        most = self.ref.rate[0] if self.ref.rate else None
+        self.set_limits(most, 1)
+        for _ in range(2):
+            jid = generate("JOB")
+            assert self.q.admit(jid, jid.encode(), lane="g") is Verdict.ENQUEUED
+            self.ref.admit(jid, jid.encode(), "g")
+        self._claim(CAP, LONG)
+
+    @op(when=lambda self: self.gated() and not self.ref.paused)
+    def pause(self) -> None:
+        assert self.q.pause().paused
+        self.ref.paused = True
+
+    @op(3, when=lambda self: self.gated() and self.ref.paused)
+    def resume(self) -> None:
+        assert not self.q.resume().paused
+        self.ref.paused = False
+
+    @op(2, when=lambda self: self.gated(), most=st.sampled_from([None, None, 1, 2, 3]),
+        lane_most=st.sampled_from([None, None, 1, 2]))
+    def set_limits(self, most: int | None, lane_most: int | None) -> None:
+        """Rate limits for the queue and per lane (this example's window)."""
+        rate = RateLimit(most, self.window) if most else None
+        lane_rate = RateLimit(lane_most, self.window) if lane_most else None
+        got = self.q.set_limits(rate=rate, lane_rate=lane_rate)
+        assert got == Gate(paused=self.ref.paused, rate=rate, lane_rate=lane_rate)
+        self.ref.set_limits(most and (most, self.window), lane_most and (lane_most, self.window))
 
     # ------------------------------------------------------------------ upkeep
     def _reap(self) -> tuple[int, int]:
@@ -619,6 +707,16 @@ class QueueMachine(RuleBasedStateMachine):
         assert {a.decode(): _int(b) for a, b in lanes.items()} == ref.lanes
         assert {a.decode(): b.decode() for a, b in inflight.items()} == ref.inflight
         assert _int(vtime or 0) == ref.vtime
+        gate = self.q.gate()
+        assert (gate.paused, gate.rate and (gate.rate.max, gate.rate.per_ms),
+                gate.lane_rate and (gate.lane_rate.max, gate.lane_rate.per_ms)) == (
+                    ref.paused, ref.rate, ref.lane_rate)
+        if self.window == LONG:  # the logs hold exactly the model's lease times
+            qlog = [_int(t) for t in self.raw.lrange(k["rate"], 0, -1)]
+            assert qlog == ref.qlog, (qlog, ref.qlog)
+            logs = {a.decode(): [int(t) for t in b.split()]
+                    for a, b in self.raw.hgetall(k["lane_rate"]).items()}
+            assert logs == ref.llog, (logs, ref.llog)
         stats = self.q.stats()
         assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead) == tuple(
             len(ref.ids(s)) for s in ("pending", "active", "delayed", "done", "dead"))

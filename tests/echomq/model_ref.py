@@ -16,6 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from echomq import Completion, RetryOutcome
+from echomq.gate import PRIORITY_AGE
+
+NOW = -1  # a log entry written by the claim being modelled: its time is the claim's own now
 
 
 @dataclass
@@ -24,6 +27,7 @@ class Job:
     lane: str | None = None
     serial: bool = False
     max: int | None = None
+    prio: int = 0
     state: str = "pending"  # pending | active | delayed | done | dead
     attempts: int = 0
     failures: int = 0
@@ -46,6 +50,14 @@ class Ref:
     lanes: dict[str, int] = field(default_factory=dict)  # lane -> last start tag, while waiting
     inflight: dict[str, str] = field(default_factory=dict)  # serial lane -> the job holding it
     seen: Counter[str] = field(default_factory=Counter)  # what the run reached (see REACH)
+    # the claim gate: the model's windows never end inside a step (the machine uses a long
+    # window, or waits a short one out before each claim: then the logs are empty)
+    paused: bool = False
+    rate: tuple[int, int] | None = None  # (max, window ms)
+    lane_rate: tuple[int, int] | None = None
+    qlog: list[int] = field(default_factory=list)  # the queue's lease times, newest first
+    llog: dict[str, list[int]] = field(default_factory=dict)  # lane -> its lease times
+    held: list[int] = field(default_factory=list)  # the last claim: dues of held-back tokens
 
     # ------------------------------------------------------------------ views
     def ids(self, state: str) -> list[str]:
@@ -76,16 +88,23 @@ class Ref:
         return lane is not None and self.inflight.get(lane) == jid
 
     # ------------------------------------------------------------------ helpers
+    def line(self, job: Job) -> str | None:
+        """The line a job's fair-queuing tag is drawn on: its lane, '' for a priority."""
+        return job.lane if job.lane is not None else ("" if job.prio else None)
+
     def pend(self, jid: str, head: bool) -> None:
         job = self.jobs[jid]
         score = 0
-        if job.lane and not head:
-            score = max(self.vtime, self.lanes.get(job.lane, 0)) + 1
-            self.lanes[job.lane] = score
+        line = self.line(job)
+        if line is not None and not head:
+            score = max(self.vtime, self.lanes.get(line, 0)) + 1
+            self.lanes[line] = score
             self.seen["fair tag behind another" if score > 1 else "fair tag"] += 1
         elif job.lane:
             self.seen["lane head goes first"] += 1
-        job.state, job.score, job.expired = "pending", score, False
+        if job.prio:
+            self.seen["priority tag"] += 1
+        job.state, job.score, job.expired = "pending", score - job.prio * PRIORITY_AGE, False
 
     def release(self, jid: str) -> None:
         lane = self.jobs[jid].lane
@@ -98,21 +117,45 @@ class Ref:
 
     # -------------------------------------------------------------- transitions
     def admit(self, jid: str, payload: bytes, lane: str | None = None, serial: bool = False,
-              max_attempts: int | None = None, delayed: bool = False) -> bool:
+              max_attempts: int | None = None, delayed: bool = False, prio: int = 0) -> bool:
         if jid in self.jobs:
             return False
         self.gone.discard(jid)
         self.jobs[jid] = Job(payload=payload, lane=lane, serial=serial and lane is not None,
-                             max=max_attempts)
+                             max=max_attempts, prio=prio)
         if delayed:
             self.jobs[jid].state = "delayed"
         else:
             self.pend(jid, head=False)
         return True
 
+    def _take(self, job: Job, used: int) -> bool:
+        """The claim gate for one more lease (include/gate.lua); a hold records its due."""
+        if self.paused:
+            return False
+        if self.rate:
+            qmax, ms = self.rate
+            back = qmax - used - 1
+            t = NOW if back < 0 else (self.qlog[back] if back < len(self.qlog) else None)
+            if t is not None:
+                self.held.append(t if t == NOW else t + ms)
+                self.seen["queue rate held"] += 1
+                return False
+        if self.lane_rate and job.lane is not None:
+            lmax, ms = self.lane_rate
+            log = self.llog.setdefault(job.lane, [])
+            if len(log) >= lmax:
+                t = log[len(log) - lmax]
+                self.held.append(t if t == NOW else t + ms)
+                self.seen["lane rate held"] += 1
+                return False
+            log.append(NOW)
+        return True
+
     def claim(self, candidates: list[str], count: int) -> list[str]:
         out: list[str] = []
         top = 0
+        self.held = []
         for jid in candidates:
             if len(out) >= count:
                 break
@@ -122,17 +165,48 @@ class Ref:
             if job.serial and job.lane is not None and self.inflight.get(job.lane, jid) != jid:
                 self.seen["serial lane held: skipped"] += 1
                 continue
+            if not self._take(job, len(out)):
+                continue
             job.state, job.attempts, job.expired = "active", job.attempts + 1, False
-            if job.lane is not None:
+            line = self.line(job)
+            if line is not None:
                 if job.serial:
-                    self.inflight[job.lane] = jid
-                if self.lanes.get(job.lane) == job.score:
-                    del self.lanes[job.lane]
-                top = max(top, job.score)
+                    self.inflight[line] = jid
+                tag = job.score + job.prio * PRIORITY_AGE
+                if self.lanes.get(line) == tag:
+                    del self.lanes[line]
+                top = max(top, tag)
             out.append(jid)
             self.seen[f"claimed on lane {job.lane}"] += 1
+            self.seen[f"claimed at priority {job.prio}"] += 1
         self.vtime = max(self.vtime, top)
+        if self.paused and candidates:
+            self.seen["paused claim"] += 1
         return out
+
+    def logged(self, leased: int, now: int | None) -> None:
+        """After a claim: ``leased`` leases at the server's ``now`` (from a lease; None when
+        nothing was leased) go into the logs, trimmed as the gate trims them."""
+        for lane, log in list(self.llog.items()):
+            if NOW in log and now is not None:  # only a lane that took is written back
+                log[:] = [now if t == NOW else t for t in log]
+                if self.lane_rate:
+                    del log[: max(0, len(log) - self.lane_rate[0])]
+            if not log:
+                del self.llog[lane]
+        if self.rate and now is not None and leased:
+            self.qlog[:0] = [now] * min(leased, self.rate[0])
+            del self.qlog[self.rate[0]:]
+
+    def set_limits(self, rate: tuple[int, int] | None, lane_rate: tuple[int, int] | None) -> None:
+        self.rate, self.lane_rate = rate, lane_rate
+        if rate:
+            del self.qlog[rate[0]:]
+
+    def forget_logs(self) -> None:
+        """A short window was waited out: every log entry left it (and the keys expired)."""
+        self.qlog.clear()
+        self.llog.clear()
 
     def complete(self, jid: str, attempt: int, keep: bool, at: tuple[int, int]) -> Completion:
         if not self.holds(jid, attempt):

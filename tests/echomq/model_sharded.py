@@ -54,9 +54,10 @@ class ShardedRef:
         return sorted(i for r in self.refs for i in r.ids(state))
 
     def admit(self, jid: str, payload: bytes, lane: str | None = None, serial: bool = False,
-              max_attempts: int | None = None, delayed: bool = False) -> bool:
+              max_attempts: int | None = None, delayed: bool = False, prio: int = 0) -> bool:
         self.home.setdefault(jid, self.route(jid, lane))
-        return self.of(jid).admit(jid, payload, lane, serial, max_attempts, delayed=delayed)
+        return self.of(jid).admit(jid, payload, lane, serial, max_attempts, delayed=delayed,
+                                  prio=prio)
 
     def live(self, jid: str, attempt: int) -> bool:
         return self.of(jid).live(jid, attempt)
@@ -125,7 +126,8 @@ class ShardedMachine(QueueMachine):
         for i, shard in enumerate(self.sq.shards):
             ref = self.ref.refs[i]
             keys = [shard.keys[k] for k in ("pending", "active", "delayed", "done", "dead",
-                                             "lanes", "meta", "inflight", "maint")]
+                                             "lanes", "meta", "inflight", "maint", "rate",
+                                             "lane_rate", "lane_seen")]
             keys += [shard.job_key(j) for j in [*ref.jobs, *ref.gone]]
             for key in keys:
                 self.raw.delete(key)

@@ -105,3 +105,32 @@ def test_codemojex_expected_failures(valkey_url: str) -> None:
         _one_line_failure(_run("codemojex", *args, env=env), "codemojex", words)
     code, out, _, _ = _run("codemojex", "--version")
     assert code == 0 and out.startswith("codemojex, version ")
+
+
+def test_pause_resume_and_limit_verbs(valkey_url: str) -> None:
+    """The claim gate from the CLI: pause, resume, limit (set, show, clear), each one line;
+    a queue never written and a malformed rate are one-line failures."""
+    conn = Connector.from_url(valkey_url)
+    name = f"cli-gate-{os.getpid()}"
+    q = Queue(conn, name)
+    try:
+        q.enqueue(generate("JOB"), b"x")
+        code, out, _, _ = _invoke("pause", name, "--url", valkey_url)
+        assert code == 0 and "paused" in out and q.gate().paused
+        assert q.claim(1, lease_ms=1000) == [] and q.stats().pending == 1  # claims stop
+        code, out, _, _ = _invoke("resume", name, "--url", valkey_url)
+        assert code == 0 and "running" in out and not q.gate().paused
+        code, out, _, _ = _invoke("limit", name, "--url", valkey_url, "--rate", "30/1s",
+                                  "--lane-rate", "1/1100ms")
+        assert code == 0 and "rate 30/1000ms; per lane 1/1100ms" in out, out
+        code, out, _, _ = _invoke("limit", name, "--url", valkey_url)
+        assert code == 0 and "rate 30/1000ms" in out
+        code, out, _, _ = _invoke("limit", name, "--url", valkey_url, "--clear")
+        assert code == 0 and "rate unlimited; per lane unlimited" in out
+        assert q.gate().rate is None
+        code, _, err, _ = _invoke("limit", name, "--url", valkey_url, "--rate", "thirty")
+        assert code != 0 and "Traceback" not in err and "30/1s" in err
+        _one_line_failure(_run("echomq", "pause", name + "-never", "--url", valkey_url), "echomq",
+                          "does not exist")
+    finally:
+        conn.close()

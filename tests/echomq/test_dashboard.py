@@ -261,3 +261,33 @@ def test_metrics_endpoint_exposes_depth_by_state(site: str) -> None:
     assert re.search(r'^echomq_jobs\{queue="emails",state="active"\} 3\.0$', text, re.M), text
     assert re.search(r'^echomq_oldest_pending_age_seconds\{queue="emails"\} \d', text, re.M), text
     assert re.search(r'^echomq_completed_per_second\{queue="emails"\} ', text, re.M), text
+
+
+def test_pause_and_resume_buttons_stop_and_restart_claims(
+        page: Any, site: str, server: EmbeddedValkey, tmp_path: Path) -> None:
+    """The queue page shows the claim gate; a signed-in operator pauses the queue (claims
+    stop, admissions go on) and resumes it, each after a confirmation."""
+    from echomq import Connector, Queue, RateLimit, generate
+
+    conn = Connector.from_url(server.url)
+    q = Queue(conn, "gated")
+    try:
+        q.enqueue(generate("JOB"), b"x")
+        q.set_limits(rate=RateLimit(30, 1000))
+        page.goto(f"{site}/queues/gated")
+        assert "running" in page.inner_text(".gate") and "rate 30 per 1,000 ms" in page.inner_text(".gate")
+        assert page.locator(".gate button").count() == 0  # not signed in: no button
+        sign_in(page, site)
+        page.goto(f"{site}/queues/gated")
+        page.click(".gate button.act.pause")
+        page.wait_for_selector(".flash.ok")
+        assert "paused" in page.inner_text(".flash.ok") and q.gate().paused
+        assert page.dialogs == ["Pause claims on gated?"]
+        assert q.claim(1, lease_ms=1000) == [] and q.stats().pending == 1
+        q.enqueue(generate("JOB"), b"y")  # admissions go on
+        shot(page, tmp_path, "queue-paused")
+        page.click(".gate button.act.resume")
+        page.wait_for_selector(".flash.ok")
+        assert not q.gate().paused and len(q.claim(2, lease_ms=1000)) == 2
+    finally:
+        conn.close()

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, generate
+from echomq.gate import RateLimit
 from echomq.info import queue_info
 from echomq.protocol import Call, trace_attach
 from echomq.registry import Registration
@@ -105,6 +106,9 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.admit(generate("JOB"), b"d", delay_ms=1)
     await q.admit_many([(generate("JOB"), b"e", "f")])
     a, b, c1, d, e, f, g = await q.claim(7, lease_ms=60_000)
+    await q.pause()
+    await q.resume()
+    await q.set_limits(rate=RateLimit(100, 1000), lane_rate=RateLimit(2, 1000))
     await q.heartbeat(a, lease_ms=60_000)
     await q.heartbeat_many([b], lease_ms=60_000)
     await q.complete(a, b"r")
@@ -119,7 +123,8 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.requeue_dead(limit=1)
     while not await q.promote() and (await q.stats()).delayed:
         pass
-    await q.claim(1, lease_ms=1)
+    await q.admit(generate("JOB"), b"p", lane="f", priority=2)
+    await q.claim(2, lease_ms=1)
     while (await q.stats()).active and not sum(await q.reap()):
         pass
     waiting = [v.id for v in await q.browse("pending")]

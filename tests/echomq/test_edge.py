@@ -34,6 +34,7 @@ from echomq import (
     ServerUnavailable,
     generate,
 )
+from echomq.gate import RateLimit
 from echomq.protocol import Call
 from echomq.scripts import load
 
@@ -90,10 +91,13 @@ BAD: dict[str, list[Case]] = {
              lambda q, x: q.park("t", lease_ms=10, ttl_ms=-1)],
     "peek": [lambda q, x: q.peek("nope", 1), lambda q, x: q.peek("pending", -1),
              lambda q, x: q.peek("pending", 10**6), lambda q, x: q.peek("pending", 1, start=-1)],
+    "set_limits": [lambda q, x: q.set_limits(rate=(3, 1000)),
+                   lambda q, x: q.set_limits(lane_rate=RateLimit(101, 1000))],
     # enqueue_many/admit_many report bad items in place (asserted below); no argument-less
     # method has a bad call.
     "enqueue_many": [], "admit_many": [], "fence": [], "pending_size": [], "promote": [],
-    "reap": [], "stats": [], "trim": [], "wake_subscription": [],
+    "reap": [], "stats": [], "trim": [], "wake_subscription": [], "pause": [], "resume": [],
+    "gate": [],
 }
 
 # Queue methods with good arguments: against a dead server, ServerUnavailable.
@@ -127,6 +131,10 @@ GOOD: dict[str, Case] = {
     "trim": lambda q, x: q.trim(),
     "peek": lambda q, x: q.peek("pending", 5),
     "wake_subscription": lambda q, x: q.wake_subscription(),
+    "pause": lambda q, x: q.pause(),
+    "resume": lambda q, x: q.resume(),
+    "gate": lambda q, x: q.gate(),
+    "set_limits": lambda q, x: q.set_limits(rate=RateLimit(3, 1000)),
 }
 
 
@@ -134,7 +142,7 @@ def _conn_cases(kind: str) -> dict[str, Case]:
     """Connector methods with good arguments (a dead server answers ServerUnavailable)."""
     enq = load("enqueue")
     k = ["emq:{d}:job:JOB01", "emq:{d}:pending", "emq:{d}:wake", "emq:{d}:meta", "emq:{d}:parked",
-         "emq:{d}:active"]
+         "emq:{d}:active", "emq:{d}:rate"]
     cases: dict[str, Case] = {
         "command": lambda c, x: c.command("PING"),
         "eval": lambda c, x: c.eval(enq, k, ["JOB01", b"x"]),

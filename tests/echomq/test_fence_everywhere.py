@@ -30,6 +30,7 @@ from echomq import (
     generate,
 )
 from echomq.consumer import Consumer, ConsumerOptions
+from echomq.gate import RateLimit
 from tests.conftest import keys_of
 
 Op = Callable[[AsyncQueue, Lease, str], Any]
@@ -60,6 +61,10 @@ OPS: dict[str, Op] = {
     "fence": lambda q, x, d: q.fence(),
     "park": lambda q, x, d: q.park("t1", lease_ms=1000, ttl_ms=1000),
     "peek": lambda q, x, d: q.peek("pending", 5),
+    "pause": lambda q, x, d: q.pause(),
+    "resume": lambda q, x, d: q.resume(),
+    "gate": lambda q, x, d: q.gate(),
+    "set_limits": lambda q, x, d: q.set_limits(rate=RateLimit(3, 1000)),
 }
 BATCH = {  # bad news per item, in place
     "enqueue_many": lambda q, x, d: q.enqueue_many([(generate("JOB"), b"x")] * 2),

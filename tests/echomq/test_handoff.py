@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import AsyncQueue, Lease, Verdict, generate
+from echomq import AsyncQueue, Lease, RateLimit, Verdict, generate
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import InvalidArgument
 from echomq.handoff import decode_handoff
@@ -204,13 +204,35 @@ async def test_nothing_is_lost_when_a_parked_consumer_dies(queue: AsyncQueue, ra
 
 
 async def test_no_hand_off_from_a_paused_queue(queue: AsyncQueue, raw: redis.Redis) -> None:
-    # The claim gate (pause, rate limits) must hold for the hand-off too: a job admitted to a
-    # paused queue waits in pending for the gate. Runs once the queue can be paused.
-    pause = getattr(queue, "pause", None)
-    if pause is None:
-        pytest.skip("this build has no claim gate (AsyncQueue.pause) yet")
-    await pause()
+    # The claim gate (pause, rate limits) holds for the hand-off too: a job admitted to a
+    # paused queue waits in pending for the gate, and the registration stays for later.
+    await queue.pause()
     assert await queue.park("t1", lease_ms=30_000, ttl_ms=30_000)
     a = jid()
     assert await queue.enqueue(a, b"x") is Verdict.ENQUEUED
-    assert row(raw, queue, a)[b"state"] == b"pending"
+    assert row(raw, queue, a) == {b"state": b"pending", b"attempts": b"0", b"payload": b"x"}
+    assert raw.zcard(queue.keys["active"]) == 0
+    assert raw.zcard(queue.keys["parked"]) == 1
+    assert (await queue.claim(1, lease_ms=1000)).paused
+    await queue.resume()
+    assert [x.id for x in await queue.claim(1, lease_ms=1000)] == [a]
+
+
+async def test_a_hand_off_takes_a_rate_token_and_none_past_the_limit(queue: AsyncQueue,
+                                                                      raw: redis.Redis) -> None:
+    # 1 lease per minute: the first admission is handed off and counts against the limit,
+    # so the second (pending empty again, a consumer parked) is not handed off, and a claim
+    # of it is held back until the token is due.
+    await queue.set_limits(rate=RateLimit(1, 60_000))
+    assert await queue.park("t1", lease_ms=30_000, ttl_ms=30_000)
+    assert await queue.park("t2", lease_ms=30_000, ttl_ms=30_000)
+    a, b = jid(), jid()
+    assert await queue.enqueue(a, b"x") is Verdict.ENQUEUED
+    assert row(raw, queue, a)[b"state"] == b"active"
+    assert raw.llen(queue.keys["rate"]) == 1
+    assert await queue.enqueue(b, b"y") is Verdict.ENQUEUED
+    assert row(raw, queue, b) == {b"state": b"pending", b"attempts": b"0", b"payload": b"y"}
+    assert raw.zcard(queue.keys["parked"]) == 1  # t2 is still parked: it got nothing
+    held = await queue.claim(1, lease_ms=1000)
+    assert list(held) == [] and held.wait_ms is not None and 0 < held.wait_ms <= 60_000
+    assert row(raw, queue, b)[b"attempts"] == b"0"

@@ -44,7 +44,8 @@ from tests.echomq.invariants import assert_consistent
 ADMISSION = {"admit", "enqueue", "schedule"}  # the scripts that add jobs: deny-oom, back-pressure
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
-          "worker_beat"}  # one bounded entry per live worker: a worker stays visible at the limit
+          "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
+          "pause", "limits"}  # the claim gate's controls: an operator can pause or limit at the limit
 READS = {"browse", "info", "peek", "pending_size", "row", "stats"}
 ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job
                "park"}  # one bounded registration per idle consumer (decision 0018): deny-oom

@@ -5,7 +5,7 @@ webhook     the aiohttp webhook (secret header checked in constant time) ─┐ 
 polling     long polling with ``getUpdates`` ──────────────────────────────┘ the ingress
 commands    the command consumer: runs a command, admits replies onto ``cm.notify``
 telegram    the Telegram Delivery (aiogram ``Bot`` as a client), classifying each send
-ratebudget  the Valkey rate budget every notifier shares (30/s overall, 1/s per chat)
+ratebudget  the notify queue's rate limits: Telegram's 30/s overall, 1/s per chat (EchoMQ's claim gate)
 standin     a local Bot API stand-in for tests and the demo (loopback only)
 runtime     ``BotApp``: the game's tree plus the bot's children
 inbound replies     pure parsing, texts and keyboards (every read and write goes through
@@ -18,7 +18,7 @@ from codemojex.bot.commands import CommandWorker
 from codemojex.bot.inbound import Inbound, from_update, parse_command, update_job_id
 from codemojex.bot.ingress import COMMANDS_QUEUE, Ingress, commands_queue
 from codemojex.bot.polling import Poller
-from codemojex.bot.ratebudget import BudgetOptions, RateBudget
+from codemojex.bot.ratebudget import BudgetOptions, apply_budget
 from codemojex.bot.runtime import BotApp, BotSettings, ensure_rounds
 from codemojex.bot.standin import StandIn
 from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
@@ -34,10 +34,10 @@ __all__ = [
     "Inbound",
     "Ingress",
     "Poller",
-    "RateBudget",
     "StandIn",
     "TelegramDelivery",
     "WebhookServer",
+    "apply_budget",
     "commands_queue",
     "ensure_rounds",
     "from_update",

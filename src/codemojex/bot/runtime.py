@@ -24,7 +24,7 @@ from codemojex.bot import commands
 from codemojex.bot.commands import CommandWorker
 from codemojex.bot.ingress import Ingress, commands_queue
 from codemojex.bot.polling import ALLOWED_UPDATES, Poller
-from codemojex.bot.ratebudget import BudgetOptions, RateBudget
+from codemojex.bot.ratebudget import BudgetOptions, apply_budget
 from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
 from codemojex.bot.webhook import WebhookServer, check_secret
 from codemojex.errors import ConfigurationError
@@ -68,8 +68,7 @@ class BotApp:
         self.settings = settings
         self.bot = make_bot(settings.token, settings.api_base)
         self.state = BotState(services.connector, settings.budget.namespace)
-        self.delivery = TelegramDelivery(self.bot, RateBudget(services.connector, settings.budget),
-                                         self.state)
+        self.delivery = TelegramDelivery(self.bot, self.state)
         self.game = App(services, delivery=self.delivery)
         self.ingress = Ingress(commands_queue(services), self.bot.id)
         self.worker = CommandWorker(services, start_coins=settings.start_coins,
@@ -106,6 +105,8 @@ class BotApp:
         await server
 
     async def run(self) -> None:
+        # Telegram's budget is the notification queue's rate limits, kept by the claim gate.
+        await apply_budget(self.services.notifications, self.settings.budget)
         await self.supervisor.run()
 
     def stop(self) -> None:

@@ -6,9 +6,11 @@ One note, one ``sendMessage``, classified (docs/decisions/0007-telegram-client.m
 what happened                          result (→ the notify consumer's outcome)
 =====================================  ==========================================
 sent (200)                             Delivered → ack
-the shared rate budget says "not yet"  waited out in the handler if ≤ ``max_wait_s`` (3 s),
-                                       else RateLimited(wait) → defer, no failure counted
-429 with ``retry_after``               likewise: waited out and sent again, or deferred
+the rate budget says "not yet"        never reaches the handler: the claim gate holds the
+                                       note back (ratebudget.py), no attempt counted
+429 with ``retry_after``               RateLimited(retry_after) → defer, no failure counted
+                                       (sent again only through a new lease, so every
+                                       request to Telegram is one lease of the budget)
 403 (the user blocked the bot)         Delivered → ack; the chat is remembered
 5xx, network error, timeout            Failed → backoff (a failure, 1 s, 2 s, 4 s …)
 any other API error (400 …)            Failed → backoff, dead at the failure limit
@@ -25,10 +27,8 @@ lost on the network) can repeat a message.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import time
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
@@ -40,7 +40,6 @@ from aiogram.exceptions import (
 )
 from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 
-from codemojex.bot.ratebudget import RateBudget
 from codemojex.bot.replies import Keyboard, chat_for, keyboard_for
 from codemojex.service.codec import Note
 from codemojex.workers.notify import Delivered, DeliveryResult, Failed, RateLimited
@@ -99,13 +98,12 @@ class BotState:
 
 
 class TelegramDelivery:
-    """Sends notes to players' private chats through ``bot``, within ``budget``."""
+    """Sends notes to players' private chats through ``bot``; the notifications queue's
+    rate limits are the budget (:func:`~codemojex.bot.ratebudget.apply_budget`)."""
 
-    def __init__(self, bot: Bot, budget: RateBudget, state: BotState, *, max_wait_s: float = 3.0) -> None:
+    def __init__(self, bot: Bot, state: BotState) -> None:
         self.bot = bot
-        self.max_wait_s = max_wait_s  # waits longer than this defer the job (lease: 15 s)
         self.retried_after = 0  # 429 answers seen
-        self.budget = budget
         self.state = state
         self.sent = 0
         self.skipped = 0  # notes for players without a Telegram chat, or blocked chats
@@ -131,34 +129,22 @@ class TelegramDelivery:
         if await self.state.is_blocked(chat):
             self.skipped += 1
             return Delivered()
-        # Short waits (the budget's window, a 429 of a second or two) are waited out here,
-        # holding the lease; longer ones defer the job. Deferring every short wait would
-        # re-queue a serial lane's head behind the lane's backlog (see decision 0007).
-        deadline = time.monotonic() + self.max_wait_s
-        while True:
-            wait = await self.budget.acquire(chat)
-            if wait:
-                if time.monotonic() + wait / 1000 > deadline:
-                    return RateLimited(wait)
-                await asyncio.sleep(wait / 1000)
-                continue
-            try:
-                await self.bot.send_message(chat_id=chat, text=note.text,
-                                            reply_markup=markup(keyboard_for(note.kind)),
-                                            request_timeout=SEND_TIMEOUT_S)
-                break
-            except TelegramRetryAfter as exc:
-                self.retried_after += 1
-                after_ms = max(1, exc.retry_after) * 1000
-                if time.monotonic() + after_ms / 1000 > deadline:
-                    return RateLimited(after_ms)
-                await asyncio.sleep(after_ms / 1000)
-            except TelegramForbiddenError:
-                log.info("chat %s blocked the bot; its notes are dropped until it writes again", chat)
-                await self.state.block(chat)
-                return Delivered()
-            except TelegramAPIError as exc:  # 5xx, network, timeout, 400 …: a failure, backed off
-                return Failed(f"{type(exc).__name__}: {exc}"[:500], retry_ms=self._backoff_ms(note_id))
+        # The budget was spent by the lease this handler runs under. A 429 is not sent again
+        # in place (that request would take no token): the note is deferred, and its next
+        # lease takes one. A deferred serial lane's head keeps its lane and goes first again.
+        try:
+            await self.bot.send_message(chat_id=chat, text=note.text,
+                                        reply_markup=markup(keyboard_for(note.kind)),
+                                        request_timeout=SEND_TIMEOUT_S)
+        except TelegramRetryAfter as exc:
+            self.retried_after += 1
+            return RateLimited(max(1, exc.retry_after) * 1000)
+        except TelegramForbiddenError:
+            log.info("chat %s blocked the bot; its notes are dropped until it writes again", chat)
+            await self.state.block(chat)
+            return Delivered()
+        except TelegramAPIError as exc:  # 5xx, network, timeout, 400 …: a failure, backed off
+            return Failed(f"{type(exc).__name__}: {exc}"[:500], retry_ms=self._backoff_ms(note_id))
         self.sent += 1
         self._failures.pop(note_id, None)
         try:

@@ -27,6 +27,7 @@ from echomq import (
     AsyncConnector,
     AsyncQueue,
     Backoff,
+    Claimed,
     Completion,
     Consumer,
     ConsumerOptions,
@@ -48,7 +49,7 @@ class LoggingQueue(AsyncQueue):
     async def settle(
         self, finished: Sequence[tuple[Lease, bytes]], *, count: int, lease_ms: int,
         candidates: Sequence[bytes], window: int,
-    ) -> tuple[list[Completion], list[Lease], list[bytes]]:
+    ) -> tuple[list[Completion], Claimed, list[bytes]]:
         done, leases, cands = await super().settle(
             finished, count=count, lease_ms=lease_ms, candidates=candidates, window=window)
         self._note([x for x, _ in finished], done)

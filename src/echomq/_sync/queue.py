@@ -24,6 +24,7 @@ from echomq._sync.seam import Reply, ScriptConnector, WakeSubscription
 from echomq._sync.upkeep import Upkeep
 from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable
+from echomq.gate import Claimed, Gate, RateLimit, check_lane_rate, check_priority, decode_gate
 from echomq.model import PROTOCOL, Completion, JobView, Lease, QueueOptions, RetryOutcome, Stats, Verdict
 from echomq.protocol import Bulk, Call
 from echomq.replies import reply_code
@@ -93,9 +94,10 @@ class Queue:
 
     # --------------------------------------------------------------- admission
     def _admit_call(self, job_id: str, payload: object, lane: str | None, delay_ms: int,
-                    serial: bool, max_attempts: int | None) -> Call:
+                    serial: bool, max_attempts: int | None, priority: int = 0) -> Call:
         data = self._payload(payload)
-        if lane is None and not delay_ms and max_attempts is None and isinstance(serial, bool):
+        if (lane is None and not delay_ms and max_attempts is None and isinstance(serial, bool)
+                and priority == 0 and type(priority) is int):
             return self._enqueue(job_id, data)  # lua/enqueue.lua, its request encoded once
         lane_arg = p.check_lane(lane)
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
@@ -103,12 +105,13 @@ class Queue:
             p.check_int("max_attempts", max_attempts, 1, p.MAX_ATTEMPTS)
         if not isinstance(serial, bool):
             raise InvalidArgument(f"serial must be a bool, not {type(serial).__name__}")
-        if not lane_arg and not delay_ms and max_attempts is None:
+        level = check_priority(priority)
+        if not lane_arg and not delay_ms and max_attempts is None and not level:
             # No option: lua/enqueue.lua, the same write as admit.lua's without one, in a
             # smaller script (``serial`` means nothing without a lane).
             return p.enqueue(self.k, job_id, data)
         return p.admit(self.k, job_id, data, lane=lane_arg, delay_ms=delay_ms, serial=serial,
-                       max_attempts=max_attempts)
+                       max_attempts=max_attempts, priority=level)
 
     def admit(
         self,
@@ -119,16 +122,19 @@ class Queue:
         delay_ms: int = 0,
         serial: bool = False,
         max_attempts: int | None = None,
+        priority: int = 0,
     ) -> Verdict:
         """Admit one job: ENQUEUED, DUPLICATE or KIND (the one admission verb).
 
         Optionally onto ``lane`` (fair among lanes; ``serial=True`` holds the lane to one
         job in flight, so its jobs run in order), after ``delay_ms`` (server clock), with
-        its own ``max_attempts``. Bad arguments raise InvalidArgument (InvalidJobId,
+        its own ``max_attempts``, at ``priority`` 0..3 (a higher level is claimed first;
+        within a level lanes stay fair; a level ages so none starves,
+        docs/decisions/0023-claim-gate.md). Bad arguments raise InvalidArgument (InvalidJobId,
         InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
         :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
         """
-        call = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts)
+        call = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts, priority)
         if self.options.durable_replicas:
             reply = (self._admit_pipeline([call]))[0]
         else:
@@ -147,7 +153,7 @@ class Queue:
         return self.admit(job_id, payload)
 
     def admit_many(
-        self, items: Iterable[AdmitItem], *, serial: bool = False
+        self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs: ``SCRIPT LOAD`` once, then one pipelined ``EVALSHA`` per item.
 
@@ -157,8 +163,9 @@ class Queue:
         error in its place and nothing is written for it; the other items are unaffected.
         An id repeated inside the batch is admitted once and reported DUPLICATE after.
         Each item is atomic on its own; the batch is not a transaction. Items go out in
-        flushes of ``options.batch``.
+        flushes of ``options.batch``. ``priority`` applies to every item, as in :meth:`admit`.
         """
+        level = check_priority(priority)
         out: list[Verdict | EchoMQError] = []
         # Each admitted item's call, or for a plain (id, payload) item the pair itself: the
         # connector builds its call when the wire reaches its flush (p.LazyCalls).
@@ -166,7 +173,8 @@ class Queue:
         where: list[int] = []
         scripts: dict[str, Script] = {}
         enqueue, limit, valid = self._enqueue, self.options.max_payload, p.Enqueuer.valid_id
-        plain = isinstance(serial, bool)  # else every item is refused below, as admit refuses it
+        # else every item is refused below, as admit refuses it (or has a priority: admit.lua)
+        plain = isinstance(serial, bool) and not level
         for i, item in enumerate(items):
             if plain and type(item) is tuple and len(item) == 2:
                 # The common item, a valid id and a bytes payload within the limit: its
@@ -185,7 +193,8 @@ class Queue:
                 continue
             job_id, payload, *rest = item
             try:
-                call = self._admit_call(job_id, payload, rest[0] if rest else None, 0, serial, None)
+                call = self._admit_call(job_id, payload, rest[0] if rest else None, 0, serial, None,
+                                        priority)
             except EchoMQError as exc:
                 out.append(exc)
                 continue
@@ -261,11 +270,12 @@ class Queue:
         return typed_refusals(self.connector, self.name, out)
 
     # ------------------------------------------------------------- claim plane
-    def claim(self, count: int = 1, *, lease_ms: int, window: int | None = None) -> list[Lease]:
+    def claim(self, count: int = 1, *, lease_ms: int, window: int | None = None) -> Claimed:
         """Lease up to ``count`` (1..10,000) pending jobs for ``lease_ms`` (server clock).
 
         Peeks ``window`` candidates (default ``2*count + 64``, room to skip jobs of
-        busy serial lanes; at least ``count``) and claims with one script.
+        busy serial lanes; at least ``count``) and claims with one script. The claim gate
+        may hold jobs back: the result says so (``paused``, ``wait_ms``).
         """
         p.check_int("count", count, 1, p.MAX_COUNT)
         p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
@@ -273,9 +283,35 @@ class Queue:
             "window", window, 1, p.MAX_WINDOW)
         ids = self.peek("pending", peek)
         if not ids:
-            return []
+            return Claimed([])
         flat = self._run(p.claim(self.k, ids, count=count, lease_ms=lease_ms))
         return p.decode_leases(self.name, flat)
+
+    # -------------------------------------------------------------- claim gate
+    def pause(self) -> Gate:
+        """Stop claims (every consumer of the queue); admissions go on. Returns the gate."""
+        return decode_gate(self._run(p.pause(self.k, True)))
+
+    def resume(self) -> Gate:
+        """Let claims go on again; parked consumers are woken. Returns the gate."""
+        return decode_gate(self._run(p.pause(self.k, False)))
+
+    def gate(self) -> Gate:
+        """The queue's claim gate: paused or not, and its rate limits."""
+        return decode_gate(self._run(p.pause(self.k, None)))
+
+    def set_limits(self, *, rate: RateLimit | None = None,
+                         lane_rate: RateLimit | None = None) -> Gate:
+        """Rate limits for every consumer of the queue, on the server clock: at most
+        ``rate.max`` leases in any ``rate.per_ms`` window, and at most ``lane_rate.max``
+        per lane. None removes a limit. A held-back job stays pending, no attempt counted."""
+        for name, value in (("rate", rate), ("lane_rate", lane_rate)):
+            if value is not None and not isinstance(value, RateLimit):
+                raise InvalidArgument(f"{name} must be a RateLimit or None, not {type(value).__name__}")
+        check_lane_rate(lane_rate)
+        call = p.limits(self.k, None if rate is None else (rate.max, rate.per_ms),
+                        None if lane_rate is None else (lane_rate.max, lane_rate.per_ms))
+        return decode_gate(self._run(call))
 
     def _lease(self, lease: Lease) -> Lease:
         lease = p.check_lease(lease)
@@ -336,7 +372,7 @@ class Queue:
     def settle(
         self, finished: Sequence[tuple[Lease, bytes]], *, count: int, lease_ms: int,
         candidates: Sequence[bytes], window: int,
-    ) -> tuple[list[Completion], list[Lease], list[bytes]]:
+    ) -> tuple[list[Completion], Claimed, list[bytes]]:
         """As :meth:`_settle_parking` without parking."""
         done, leases, cands, _ = self._settle_parking(
             finished, count=count, lease_ms=lease_ms, candidates=candidates, window=window)
@@ -345,7 +381,7 @@ class Queue:
     def _settle_parking(
         self, finished: Sequence[tuple[Lease, bytes]], *, count: int, lease_ms: int,
         candidates: Sequence[bytes], window: int, park: str | None = None, park_ttl_ms: int = 0,
-    ) -> tuple[list[Completion], list[Lease], list[bytes], bool]:
+    ) -> tuple[list[Completion], Claimed, list[bytes], bool]:
         """Complete ``finished`` attempts, claim up to ``count`` of ``candidates`` and peek
         the next ``window`` candidates, all in one flush (one round trip).
 
@@ -372,7 +408,7 @@ class Queue:
         # it sees the claim: its ids are the next candidates.
         reads = [p.peek(self.k, "pending", start=0, count=window)] if window else []
         replies = self.connector.flush(calls, reads)
-        leases = p.decode_leases(self.name, replies[nb]) if claim else []
+        leases = p.decode_leases(self.name, replies[nb]) if claim else Claimed([])
         try:
             done = p.decode_completions(replies[:nb])
         except EchoMQError:

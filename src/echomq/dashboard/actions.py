@@ -7,6 +7,8 @@ retry      dead            ``requeue(ids)``: back to pending, fresh failure budg
 delete     dead            ``purge("dead", ids)``: the row and its set entry
 delete     pending         ``cancel(ids)``: off its set, frees a held serial lane
 delete     delayed         ``cancel(ids)``
+pause      (the queue)     ``pause()``: claims stop, admissions go on (``pause.lua``)
+resume     (the queue)     ``resume()``: claims go on, parked consumers are woken
 =========  ==============  ==========================================================
 
 Each script re-checks every named job on the server and skips one that moved on
@@ -20,11 +22,13 @@ leaves the queue as it was.
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode, urlparse
 
 from aiohttp import web
 
 from echomq import ids as branded
+from echomq._async.queue import AsyncQueue
 from echomq.dashboard.state import state
 from echomq.errors import EchoMQError, InvalidQueueName
 from echomq.keyspace import check_queue
@@ -34,6 +38,7 @@ __all__ = ["ALLOWED", "MAX_IDS", "act"]
 
 MAX_IDS = 100  # one page at most (page_size <= 100): one bounded script call per action
 ALLOWED = {("retry", "dead"), ("delete", "dead"), ("delete", "pending"), ("delete", "delayed")}
+GATE = {("pause", "queue"), ("resume", "queue")}  # the claim gate: no job ids
 
 
 def _refuse(status: int, why: str, *, json: bool) -> web.Response:
@@ -68,6 +73,8 @@ async def act(request: web.Request) -> web.Response:
     form = await request.post()
     action, where = str(form.get("action", "")), str(form.get("state", ""))
     chosen = [str(v) for v in form.getall("id", [])]
+    if (action, where) in GATE:
+        return await _gate(request, name, action, form, wants_json)
     if (action, where) not in ALLOWED:
         return _refuse(400, f"cannot {action or '?'} jobs in {where or '?'}", json=wants_json)
     if not 1 <= len(chosen) <= MAX_IDS or not all(branded.valid(i) for i in chosen):
@@ -94,3 +101,21 @@ async def act(request: web.Request) -> web.Response:
         back = f"/queues/{name}?" + urlencode({"state": where})
     sep = "&" if "?" in back else "?"
     raise web.HTTPSeeOther(back + sep + urlencode({"msg": msg}))
+
+
+async def _gate(request: web.Request, name: str, action: str, form: Any, wants_json: bool) -> web.Response:
+    """Pause or resume the queue's claims (admissions go on either way)."""
+    try:
+        q = await open_queue(state(request).connector, name)
+        if not isinstance(q, AsyncQueue):
+            return _refuse(400, "a sharded queue is paused shard by shard", json=wants_json)
+        gate = await (q.pause() if action == "pause" else q.resume())
+    except EchoMQError as exc:
+        return _refuse(503, f"the server refused: {exc}", json=wants_json)
+    if wants_json:
+        return web.json_response({"action": action, "paused": gate.paused})
+    back = str(form.get("back", ""))
+    if not back.startswith("/queues/") or "//" in back:
+        back = f"/queues/{name}"
+    msg = "paused: claims stop, admissions go on" if gate.paused else "resumed: claims go on"
+    raise web.HTTPSeeOther(back + ("&" if "?" in back else "?") + urlencode({"msg": msg}))

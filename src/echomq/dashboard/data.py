@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
+from echomq._async.queue import AsyncQueue
 from echomq._async.sharded import AsyncShardedQueue
 from echomq.decoders import text
+from echomq.gate import Gate, decode_gate
 from echomq.info import QueueInfo, discover_queues, queue_info
 from echomq.logical import open_queue
 from echomq.model import JobView
@@ -34,6 +36,19 @@ async def summary(conn: Conn, name: str) -> QueueInfo:
     """One queue's counts, recent rates, oldest waiting job and live workers, read in one
     consistent look (:func:`echomq.info.queue_info`, the same as ``echomq info``)."""
     return await queue_info(conn, name)
+
+
+async def gate(conn: Conn, name: str) -> Gate | None:
+    """The queue's claim gate (paused, rate limits), read from its meta with a plain
+    HGETALL, so the read-only role (which may not run the pause script) sees it too; None
+    for a sharded queue (each shard has its own gate)."""
+    if not isinstance(await open_queue(conn, name), AsyncQueue):
+        return None
+    meta = {text(k): int(text(v)) for k, v in
+            (await conn.command("HGETALL", AsyncQueue(conn, name).keys["meta"])).items()
+            if text(k) in ("paused", "rate_max", "rate_ms", "lane_max", "lane_ms")}
+    return decode_gate([meta.get("paused", 0), meta.get("rate_max", 0), meta.get("rate_ms", 0),
+                        meta.get("lane_max", 0), meta.get("lane_ms", 0)])
 
 
 @dataclass(frozen=True, slots=True)

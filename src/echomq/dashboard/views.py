@@ -233,9 +233,30 @@ async def queue_page(request: web.Request) -> web.Response:
         oldest += f' · <span class="err">{s.overdue_leases:,} lease(s) past their deadline</span>'
     body = (f'<h1>Queue <span class="mono">{esc(name)}</span></h1>{_flash(request)}{miss}'
             f'<p class="dim">{oldest} · {len(s.workers)} worker(s)</p>'
+            f"{await _gate_bar(request, name)}"
             f"{_charts(st, [name], per_queue=True)}"
             f'<div class="tabs">{tabs}</div>{search}{form}{lanes}')
     return st.html(request, f"Queue {name}", body)
+
+
+async def _gate_bar(request: web.Request, name: str) -> str:
+    """The claim gate: paused or running, the rate limits, and Pause/Resume for a
+    signed-in operator (docs/decisions/0023-claim-gate.md)."""
+    st = state(request)
+    g = await data.gate(st.connector, name)
+    if g is None:
+        return ""
+    limits = " · ".join(f"{label} {x.max} per {x.per_ms:,} ms" for label, x in
+                        (("rate", g.rate), ("per lane", g.lane_rate)) if x) or "no rate limit"
+    text = (f'{badge("paused") if g.paused else badge("running")} claims '
+            f'{"stopped (admissions go on)" if g.paused else "go on"} · {esc(limits)}')
+    if not (st.may_act() and st.signed_in(request)):
+        return f'<p class="gate">{text}</p>'
+    act = "resume" if g.paused else "pause"
+    return (f'<form method="post" action="{esc(_qurl(name))}/actions" class="gate bar">{text} '
+            f'<input type="hidden" name="state" value="queue"><button name="action" value="{act}" '
+            f'class="act {act}" data-confirm="{act} claims on {esc(name)}?">{act.capitalize()}</button>'
+            "</form>")
 
 
 def _pager(name: str, where: str, page: int, pages: int) -> str:

@@ -1,7 +1,7 @@
 #!lua
 -- name: admit
 -- summary: Admit one job with options: onto a lane, delayed until later, with its own
---   attempt limit. Same kind check and duplicate refusal as enqueue; every argument, the
+--   attempt limit and priority. Same kind check and duplicate refusal as enqueue; every argument, the
 --   shape of KEYS and the version fence are checked before the first write.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set of ready jobs
@@ -15,17 +15,19 @@
 -- ARGV[4] delay_ms: 0 for now, else milliseconds from the server's now (at most 366 days)
 -- ARGV[5] serial: '1' to hold the lane to one job in flight, else '0'
 -- ARGV[6] max_attempts: the job's failure limit (1..10000), '' for the consumer's default
+-- ARGV[7] priority: 0..3, higher is claimed first (aging: see include/pend.lua)
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
 -- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument; EMQKEYS keys
 --   not this id's queue; EMQVERSION another major version; nothing written
 -- @include now
+-- @include age
 -- @include pend
 -- @include fence
 -- @include shape
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 6)
+local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 7)
 if bad then return bad end
 local delay = tonumber(ARGV[4])
 if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) then
@@ -37,6 +39,10 @@ end
 local max = tonumber(ARGV[6])
 if ARGV[6] ~= '' and (not max or max < 1 or max > 10000 or max ~= math.floor(max)) then
   return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
+end
+local prio = tonumber(ARGV[7])
+if not prio or prio < 0 or prio > 3 or prio ~= math.floor(prio) then
+  return redis.error_reply('EMQARG priority must be an integer in 0..3')
 end
 local refused, known = fence(KEYS[5])
 if refused then return refused end
@@ -51,10 +57,11 @@ end
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'max', ARGV[6])
 end
+if prio > 0 then redis.call('HSET', KEYS[1], 'prio', ARGV[7]) end
 if delay > 0 then
   redis.call('HSET', KEYS[1], 'state', 'delayed')
   redis.call('ZADD', KEYS[3], now_ms() + delay, ARGV[1])
 else
-  pend(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3], false)
+  pend(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3], false, KEYS[1])
 end
 return 1

@@ -3,26 +3,35 @@
 -- summary: Lease up to ARGV[2] of the candidate jobs (peeked from pending by the client)
 --   for lease_ms on the server clock. Each leased job's attempts is incremented: it is the
 --   fencing token every later transition of that attempt must present. A candidate that
---   is no longer pending, or whose serial lane has another job in flight, is skipped.
+--   is no longer pending, or whose serial lane has another job in flight, is skipped; so
+--   is one the claim gate holds back (queue paused, queue or lane rate limit): it stays
+--   pending and no attempt is counted.
 -- KEYS[1] pending: emq:{q}:pending
 -- KEYS[2] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- KEYS[3] lanes: emq:{q}:lanes
--- KEYS[4] meta: emq:{q}:meta
+-- KEYS[4] meta: emq:{q}:meta, hash: vtime, paused and the rate limits
 -- KEYS[5] inflight: emq:{q}:inflight, hash, serial lane -> the job holding it
--- KEYS[6..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
+-- KEYS[6] rate: emq:{q}:rate, list, the queue's last lease times (server ms), newest first
+-- KEYS[7] lane_rate: emq:{q}:lane_rate, hash, lane -> its last lease times
+-- KEYS[8] lane_seen: emq:{q}:lane_seen, sorted set, lane -> its newest lease time
+-- KEYS[9..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
 -- ARGV[1] lease_ms: lease length in milliseconds, 1..86400000
 -- ARGV[2] count: most jobs to lease, 0..10000
 -- ARGV[3..] ids: the candidate ids
--- RETURNS: flat array, 5 per leased job: id, attempt, payload, lane ('' for none), deadline
+-- RETURNS: flat array, 5 per leased job: id, attempt, payload, lane ('' for none),
+--   deadline; then, when the gate held a candidate back, one more element: -1 if the
+--   queue is paused, else the milliseconds until the first held-back token is due
 -- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
 --   EMQVERSION another major version; nothing written
 -- @include now
 -- @include fence
 -- @include shape
-local bad = shape({'pending', 'active', 'lanes', 'meta', 'inflight'}, 2, 5, 2)
+-- @include gate
+-- @include age
+local bad = shape({'pending', 'active', 'lanes', 'meta', 'inflight', 'rate', 'lane_rate',
+                   'lane_seen'}, 2, 8, 2)
 if bad then return bad end
-local lease = tonumber(ARGV[1])
-local count = tonumber(ARGV[2])
+local lease, count = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 86400000 or lease ~= math.floor(lease) then
   return redis.error_reply('EMQARG lease_ms must be an integer in 1..86400000')
 end
@@ -32,47 +41,47 @@ end
 local refused = fence(KEYS[4])
 if refused then return refused end
 local now = now_ms()
-local deadline = now + lease
-local out = {}
-local leased = 0
-local vtime -- read only when a laned job is leased (unlaned jobs score 0 and never move it)
-local top = 0
-local active = {} -- ZADD arguments, sent in one call per 256 leases
+local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
+local deadline, out, leased, top, active = now + lease, {}, 0, 0, {}
+local vtime -- read only when a tagged job is leased (plain jobs score 0 and never move it)
 for i = 1, #ARGV - 2 do
   if leased >= count then break end
-  local id, job = ARGV[i + 2], KEYS[i + 5]
-  local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts')
-  local lane, serial = row[2], row[3]
+  local id, job = ARGV[i + 2], KEYS[i + 8]
+  local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio')
+  local lane, serial, prio = row[2], row[3], tonumber(row[6] or '0')
+  local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
   if not row[1] then
     redis.call('ZREM', KEYS[1], id) -- a pending entry without a row cannot run; drop it
   elseif not (serial == '1' and (redis.call('HGET', KEYS[5], lane) or id) ~= id) then
-    -- ZSCORE only for a laned job (its tag); otherwise ZREM's reply says it was pending.
-    local score = lane and redis.call('ZSCORE', KEYS[1], id)
-    if (score or not lane) and redis.call('ZREM', KEYS[1], id) == 1 then
+    -- ZSCORE only for a tagged job; otherwise ZREM's reply says it was pending (but a
+    -- gated queue takes a token only for a job whose row says pending).
+    local score = line and redis.call('ZSCORE', KEYS[1], id)
+    local ok = score or not line
+    if ok and g.on then ok = (score or row[1] == 'pending') and gate_take(g, lane) end
+    if ok and redis.call('ZREM', KEYS[1], id) == 1 then
       local attempt = tonumber(row[5] or '0') + 1
       redis.call('HSET', job, 'state', 'active', 'attempts', attempt)
-      active[#active + 1] = deadline
-      active[#active + 1] = id
+      local n = #active
+      active[n + 1], active[n + 2] = deadline, id
       if #active >= 512 then
         redis.call('ZADD', KEYS[2], unpack(active))
         active = {}
       end
-      if lane then
+      if line then
         if serial == '1' then redis.call('HSET', KEYS[5], lane, id) end
-        if redis.call('HGET', KEYS[3], lane) == score then redis.call('HDEL', KEYS[3], lane) end
+        local tag = tonumber(score) + prio * AGE
+        if tonumber(redis.call('HGET', KEYS[3], line)) == tag then redis.call('HDEL', KEYS[3], line) end
         vtime = vtime or tonumber(redis.call('HGET', KEYS[4], 'vtime') or '0')
-        score = tonumber(score)
-        if score > top then top = score end
+        if tag > top then top = tag end
       end
       leased = leased + 1
-      out[#out + 1] = id
-      out[#out + 1] = attempt
-      out[#out + 1] = row[4]
-      out[#out + 1] = lane or ''
-      out[#out + 1] = fmt(deadline)
+      local n = #out
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, row[4], lane or '', fmt(deadline)
     end
   end
 end
 if #active > 0 then redis.call('ZADD', KEYS[2], unpack(active)) end
 if vtime and top > vtime then redis.call('HSET', KEYS[4], 'vtime', fmt(top)) end
+gate_close(g)
+if g.paused then out[#out + 1] = -1 elseif g.wait then out[#out + 1] = g.wait end
 return out

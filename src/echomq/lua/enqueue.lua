@@ -6,13 +6,16 @@
 --   first write. When pending is empty and a consumer is parked, the job is leased to it in
 --   this same step instead (hand-off, docs/decisions/0018): the row is written active with
 --   attempt 1, the lease goes on active, and the wake message carries the lease. The
---   verdict is the same.
+--   verdict is the same. The claim gate holds a hand-off as it holds a claim
+--   (docs/decisions/0023): none while the queue is paused or its rate limit is reached,
+--   and a job handed off counts against the rate limit.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score 0
 -- KEYS[3] wake: emq:{q}:wake, shard channel, told the id when pending stops being empty
 -- KEYS[4] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission)
 -- KEYS[5] parked: emq:{q}:parked, sorted set of parked consumers (park.lua)
 -- KEYS[6] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
+-- KEYS[7] rate: emq:{q}:rate, list, the queue's last lease times (the claim gate's log)
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
@@ -21,11 +24,12 @@
 -- @include now
 -- @include fence
 -- @include shape
+-- @include gate
 -- @include handoff
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta', 'parked', 'active'}, 2)
+local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta', 'parked', 'active', 'rate'}, 2)
 if bad then return bad end
 local refused, known = fence(KEYS[4])
 if refused then return refused end
@@ -34,7 +38,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL) end
 local empty = redis.call('ZCARD', KEYS[2]) == 0
-if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2]) then
+if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2], KEYS[4], KEYS[7]) then
   return 1
 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])

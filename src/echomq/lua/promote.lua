@@ -14,6 +14,7 @@
 -- ERRORS: EMQKEYS job keys not the ids' or not this queue's; EMQVERSION another major
 --   version; nothing written
 -- @include now
+-- @include age
 -- @include pend
 -- @include fence
 -- @include shape
@@ -32,7 +33,7 @@ for i = 1, #ARGV do
       redis.call('HSET', job, 'state', 'pending')
       local lane = redis.call('HGET', job, 'lane')
       pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, lane,
-           lane and redis.call('HGET', KEYS[6], lane) == id)
+           lane and redis.call('HGET', KEYS[6], lane) == id, job)
       moved = moved + 1
     end
   end

@@ -18,6 +18,7 @@
 -- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
 --   EMQVERSION another major version; nothing written
 -- @include now
+-- @include age
 -- @include pend
 -- @include release
 -- @include fence
@@ -48,7 +49,7 @@ for i = 2, #ARGV do
       else
         redis.call('HSET', job, 'state', 'pending', 'failures', failures, 'error', 'lease expired')
         pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, row[4],
-             row[4] and redis.call('HGET', KEYS[6], row[4]) == id)
+             row[4] and redis.call('HGET', KEYS[6], row[4]) == id, job)
         requeued = requeued + 1
       end
     end

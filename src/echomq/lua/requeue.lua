@@ -13,6 +13,7 @@
 -- ERRORS: EMQKEYS job keys not the ids' or not this queue's; EMQVERSION another major
 --   version; nothing written
 -- @include now
+-- @include age
 -- @include pend
 -- @include fence
 -- @include shape
@@ -25,7 +26,7 @@ for i = 1, #ARGV do
   local id, job = ARGV[i], KEYS[i + 5]
   if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('EXISTS', job) == 1 then
     redis.call('HSET', job, 'state', 'pending', 'failures', '0')
-    pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'), false)
+    pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, redis.call('HGET', job, 'lane'), false, job)
     moved = moved + 1
   end
 end

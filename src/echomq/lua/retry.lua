@@ -24,6 +24,7 @@
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
 -- @include now
+-- @include age
 -- @include pend
 -- @include release
 -- @include fence
@@ -65,7 +66,7 @@ end
 if delay == 0 then
   redis.call('HSET', KEYS[2], 'state', 'pending')
   pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5],
-       row[5] and redis.call('HGET', KEYS[5], row[5]) == ARGV[1])
+       row[5] and redis.call('HGET', KEYS[5], row[5]) == ARGV[1], KEYS[2])
 else
   redis.call('HSET', KEYS[2], 'state', 'delayed')
   redis.call('ZADD', KEYS[3], now + delay, ARGV[1])

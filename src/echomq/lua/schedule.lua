@@ -23,6 +23,7 @@
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not these ids' queue; EMQVERSION
 --   another major version; nothing written
 -- @include now
+-- @include age
 -- @include pend
 -- @include fence
 -- @include shape
@@ -71,7 +72,7 @@ for i, tick in ipairs(ticks) do
       redis.call('HSET', KEYS[5 + i], 'state', 'pending', 'attempts', '0', 'payload', ARGV[3])
       if ARGV[4] ~= '' then redis.call('HSET', KEYS[5 + i], 'lane', ARGV[4], 'serial', '0') end
       if ARGV[5] ~= '' then redis.call('HSET', KEYS[5 + i], 'max', ARGV[5]) end
-      pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, ARGV[4], false)
+      pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, ARGV[4], false, KEYS[5 + i])
       out[#out + 1] = id
     end
     mark = tick

@@ -1,0 +1,84 @@
+-- The claim gate (docs/decisions/0023-claim-gate.md): pause and rate limits, checked by
+-- every script that leases a job, so no door bypasses them. Limits live in meta (set by
+-- the limits script), on the server clock. Each limit is a sliding window: no window of
+-- <ms> holds more than <max> leases. The queue's log is a list of lease times, newest
+-- first, trimmed to max; a lane's log is its last lane_max lease times in lane_rate,
+-- indexed by its newest time in lane_seen (stale lanes are pruned there). A held-back job
+-- is not leased: it stays pending and no attempt is counted.
+-- gate_open(meta, rate, lane_rate, lane_seen, now) -> g, one HMGET of meta; no write.
+-- gate_take(g, lane) -> true when one more lease fits (counted in g), else false with
+--   g.wait lowered to the ms until the first held token is due.
+-- gate_close(g): record the leases taken in the logs (the gate's only writes).
+local function gate_open(meta, rate, lane_rate, lane_seen, now)
+  local m = redis.call('HMGET', meta, 'paused', 'rate_max', 'rate_ms', 'lane_max', 'lane_ms')
+  return {on = m[1] == '1' or m[2] ~= false or m[4] ~= false, now = now, paused = m[1] == '1', qmax = tonumber(m[2]), qms = tonumber(m[3]),
+          lmax = tonumber(m[4]), lms = tonumber(m[5]), used = 0, logs = {}, wait = nil,
+          rate = rate, lane_rate = lane_rate, lane_seen = lane_seen}
+end
+local function gate_hold(g, due)
+  if not g.wait or due - g.now < g.wait then g.wait = due - g.now end
+  return false
+end
+local function gate_take(g, lane)
+  if g.paused then return false end -- threshold: a paused queue leases nothing
+  if g.qfull then return gate_hold(g, g.qfull) end
+  if g.qmax then
+    -- the max-th lease back from this one must be older than the window
+    local back = g.qmax - g.used - 1
+    local t = g.now
+    if back >= 0 then t = tonumber(redis.call('LINDEX', g.rate, back)) end
+    if t and t + g.qms > g.now then -- threshold: the queue's rate limit
+      g.qfull = t + g.qms
+      return gate_hold(g, g.qfull)
+    end
+  end
+  if g.lmax and lane then
+    local log = g.logs[lane]
+    if not log then
+      log = {}
+      for t in string.gmatch(redis.call('HGET', g.lane_rate, lane) or '', '%d+') do
+        log[#log + 1] = tonumber(t)
+      end
+      g.logs[lane] = log
+    end
+    local t = log[#log - g.lmax + 1]
+    if t and t + g.lms > g.now then -- threshold: the lane's rate limit
+      return gate_hold(g, t + g.lms)
+    end
+    log[#log + 1] = g.now
+    log.took = true
+  end
+  g.used = g.used + 1
+  return true
+end
+local function gate_close(g)
+  if g.used == 0 then return end
+  local now = g.now
+  if g.qmax then
+    for i = 1, math.min(g.used, g.qmax) do redis.call('LPUSH', g.rate, now) end
+    redis.call('LTRIM', g.rate, 0, g.qmax - 1)
+    redis.call('PEXPIRE', g.rate, g.qms)
+  end
+  if not g.lmax then return end
+  local seen = false
+  for lane, log in pairs(g.logs) do
+    if log.took then
+      local keep = {}
+      for i = math.max(1, #log - g.lmax + 1), #log do
+        if log[i] + g.lms > now then keep[#keep + 1] = fmt(log[i]) end
+      end
+      redis.call('HSET', g.lane_rate, lane, table.concat(keep, ' '))
+      redis.call('ZADD', g.lane_seen, now, lane)
+      seen = true
+    end
+  end
+  if not seen then return end
+  -- prune up to 16 lanes whose newest lease left the window: the hash stays bounded
+  local stale = redis.call('ZRANGEBYSCORE', g.lane_seen, '-inf', now - g.lms, 'LIMIT', 0, 16)
+  for _, lane in ipairs(stale) do
+    redis.call('HDEL', g.lane_rate, lane)
+    redis.call('ZREM', g.lane_seen, lane)
+  end
+  redis.call('PEXPIRE', g.lane_rate, g.lms)
+  redis.call('PEXPIRE', g.lane_seen, g.lms)
+end

@@ -1,0 +1,241 @@
+"""The claim gate: pause/resume, rate limits per queue and per lane, priorities with fair
+lanes and aging. Every count is taken from the server (lease deadlines are server ms:
+claim time = deadline - lease_ms), never from client timing. Both topologies."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis
+
+from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, InvalidArgument, Verdict, generate
+from echomq.gate import PRIORITY_AGE, Gate, RateLimit
+from echomq.scripts import bundle
+from tests.echomq.invariants import assert_consistent
+
+LONG = 600_000
+
+
+def jid() -> str:
+    return generate("JOB")
+
+
+def most_in_a_window(times: list[int], window_ms: int) -> int:
+    """The largest number of ``times`` inside any half-open window of ``window_ms``."""
+    times, most, j = sorted(times), 0, 0
+    for i, t in enumerate(times):
+        while times[j] <= t - window_ms:
+            j += 1
+        most = max(most, i - j + 1)
+    return most
+
+
+async def test_a_paused_queue_admits_but_leases_nothing_until_resumed(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
+    first = [jid() for _ in range(3)]
+    await queue.enqueue_many([(i, b"x") for i in first])
+    assert await queue.pause() == Gate(paused=True, rate=None, lane_rate=None)
+    later = jid()
+    assert await queue.admit(later, b"y", lane="l") is Verdict.ENQUEUED  # admissions go on
+    got = await queue.claim(10, lease_ms=LONG)
+    assert got == [] and got.paused and got.wait_ms is None
+    _, leases, _ = await queue.settle([], count=4, lease_ms=LONG, candidates=[i.encode() for i in first],
+                                      window=4)
+    assert leases == [] and leases.paused
+    rows = assert_consistent(raw, queue.name)
+    assert set(rows.values()) == {"pending"} and len(rows) == 4  # no attempt was counted
+    assert all(raw.hget(queue.job_key(i), "attempts") == b"0" for i in [*first, later])
+    assert (await queue.gate()).paused
+    assert await queue.resume() == Gate(paused=False, rate=None, lane_rate=None)
+    got = await queue.claim(10, lease_ms=LONG)
+    assert sorted(x.id for x in got) == sorted([*first, later]) and not got.paused
+
+
+async def test_a_queue_rate_limit_holds_jobs_back_without_counting_an_attempt(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
+    await queue.set_limits(rate=RateLimit(3, LONG))
+    ids = [jid() for _ in range(8)]
+    await queue.enqueue_many([(i, b"x") for i in ids])
+    got = await queue.claim(8, lease_ms=LONG)
+    assert [x.id for x in got] == ids[:3]
+    assert got.wait_ms is not None and LONG - 5_000 < got.wait_ms <= LONG  # the first token's due
+    again = await queue.claim(8, lease_ms=LONG)
+    assert again == [] and again.wait_ms is not None and not again.paused
+    rows = assert_consistent(raw, queue.name)
+    assert [i for i in ids if rows[i] == "pending"] == ids[3:]
+    assert all(raw.hget(queue.job_key(i), "attempts") == b"0" for i in ids[3:])
+    assert await queue.set_limits() == Gate(paused=False, rate=None, lane_rate=None)
+    assert [x.id for x in await queue.claim(8, lease_ms=LONG)] == ids[3:]  # limit removed
+
+
+async def test_a_lane_rate_limit_holds_one_lane_and_serves_the_others(queue: AsyncQueue) -> None:
+    await queue.set_limits(lane_rate=RateLimit(1, LONG))
+    a = [jid() for _ in range(3)]
+    b = [jid() for _ in range(3)]
+    await queue.admit_many([(i, b"", "a") for i in a] + [(i, b"", "b") for i in b])
+    plain = jid()
+    await queue.enqueue(plain, b"")  # a job without a lane has no lane limit
+    got = await queue.claim(10, lease_ms=LONG)
+    assert sorted(x.id for x in got) == sorted([plain, a[0], b[0]])
+    assert got.wait_ms is not None and got.wait_ms > LONG - 5_000
+    assert await queue.claim(10, lease_ms=LONG) == []
+
+
+@pytest.mark.timeout(120)
+async def test_four_competing_claimers_never_exceed_a_sliding_window(
+        backend: str, backend_url: str, qname: str) -> None:
+    """4 claimers, each its own connection, honour the reply's wait_ms; the server's claim
+    times (lease deadline - lease_ms) never put more than 5 leases in any 400 ms window
+    for the queue, nor more than 1 per lane in any 400 ms window."""
+    limit, lane_limit, per_ms, lease_ms, n = 5, 1, 400, 60_000, 60
+    kind: Any = AsyncClusterConnector if backend == "cluster" else AsyncConnector
+    conns = [kind.from_url(backend_url) for _ in range(4)]
+    queues = [AsyncQueue(c, qname) for c in conns]
+    await queues[0].set_limits(rate=RateLimit(limit, per_ms), lane_rate=RateLimit(lane_limit, per_ms))
+    await queues[0].admit_many([(jid(), b"", f"lane{i % 12}") for i in range(n)])
+    claims: list[tuple[int, str]] = []
+    held = 0
+
+    async def claimer(q: AsyncQueue) -> None:
+        nonlocal held
+        while len(claims) < n:
+            got = await q.claim(3, lease_ms=lease_ms)
+            claims.extend((x.deadline_ms - lease_ms, x.lane or "") for x in got)
+            for x in got:
+                await q.complete(x)
+            if got.wait_ms is not None and not got:
+                held += 1
+                await asyncio.sleep(got.wait_ms / 1000)
+            elif not got:
+                await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(claimer(q) for q in queues)), 90)
+        stats = await queues[0].stats()
+    finally:
+        for c in conns:
+            await c.aclose()
+    assert len(claims) == n and stats.done == n
+    assert most_in_a_window([t for t, _ in claims], per_ms) <= limit
+    for lane in {lane for _, lane in claims}:
+        assert most_in_a_window([t for t, ln in claims if ln == lane], per_ms) <= lane_limit
+    # ...and it binds: n leases at 5 per 400 ms take at least (n - 5) / 5 windows
+    span = max(t for t, _ in claims) - min(t for t, _ in claims)
+    assert span >= (n - limit) // limit * per_ms and held > 0
+
+
+async def test_a_higher_priority_is_claimed_first_and_lanes_stay_fair_within_it(
+        queue: AsyncQueue) -> None:
+    low = [jid() for _ in range(4)]
+    await queue.admit_many([(i, b"", "x") for i in low])
+    high = {lane: [jid() for _ in range(3)] for lane in ("a", "b")}
+    for lane in ("a", "b"):
+        for i in high[lane]:
+            await queue.admit(i, b"", lane=lane, priority=2)
+    got = [x for x in await queue.claim(10, lease_ms=LONG)]
+    order = [x.id for x in got]
+    assert set(order[:6]) == set(high["a"] + high["b"])  # the higher level first
+    assert [x.lane for x in got[:6]] in (["a", "b"] * 3, ["b", "a"] * 3)  # fair inside it
+    assert order[6:] == low
+
+
+@pytest.mark.timeout(300)
+async def test_a_lower_level_ages_past_a_flood_of_a_higher_one(queue: AsyncQueue) -> None:
+    """The stated rule: a waiting job is overtaken by at most AGE * (p - q) jobs of level p
+    per lane. A level-0 job waits behind at most 1000 level-1 jobs of a flooding lane."""
+    low = jid()
+    await queue.admit(low, b"", lane="low")
+    flood = [(jid(), b"", "flood") for _ in range(PRIORITY_AGE + 200)]
+    assert set(await queue.admit_many(flood, priority=1)) == {Verdict.ENQUEUED}
+    position = None
+    seen = 0
+    while position is None:
+        got = await queue.claim(100, lease_ms=LONG, window=200)
+        assert got
+        for x in got:
+            if x.id == low:
+                position = seen
+            seen += 1
+    assert 0 < position <= PRIORITY_AGE + 1
+
+
+async def test_bad_gate_arguments_are_refused_before_any_write(queue: AsyncQueue, raw: redis.Redis) -> None:
+    with pytest.raises(InvalidArgument, match="priority"):
+        await queue.admit(jid(), b"", priority=4)
+    with pytest.raises(InvalidArgument, match="lane"):
+        await queue.set_limits(lane_rate=RateLimit(101, 1000))
+    with pytest.raises(InvalidArgument):
+        RateLimit(0, 1000)
+    with pytest.raises(InvalidArgument):
+        RateLimit.parse("30 per second")
+    assert RateLimit.parse("30/1s") == RateLimit(30, 1000)
+    assert RateLimit.parse("1/1100ms") == RateLimit(1, 1100)
+    k = queue.keys
+    with pytest.raises(InvalidArgument, match="EMQARG"):  # the script's own check
+        await queue.connector.eval(bundle()["limits"], [k["meta"], k["rate"]], ["5", "0", "0", "0"])
+    with pytest.raises(InvalidArgument, match="EMQARG"):
+        await queue.connector.eval(bundle()["pause"], [k["meta"], k["pending"], k["wake"]], ["2"])
+    assert raw.exists(k["meta"], k["rate"]) == 0
+
+
+def test_the_priority_age_is_the_scripts() -> None:
+    assert f"local AGE = {PRIORITY_AGE}" in bundle()["claim"].source
+
+
+class CountingQueue(AsyncQueue):
+    """Counts the drain flushes a consumer sends (a consumer that spun would send thousands)."""
+
+    flushes = 0
+
+    async def settle(self, *args: Any, **kwargs: Any) -> Any:
+        CountingQueue.flushes += 1
+        return await super().settle(*args, **kwargs)
+
+
+@pytest.mark.timeout(180)
+async def test_four_consumers_share_the_limits_and_park_instead_of_spinning(
+        backend: str, backend_url: str, qname: str) -> None:
+    """The issue's test: 4 consumers (each its own connection) compete for a queue limited
+    to 5 leases per 500 ms and 1 per lane per 500 ms. The server's claim times (the lease
+    deadline the claim script computed, minus lease_ms) never put more than 5 leases in any
+    500 ms window, nor 2 of one lane; every job runs once; and held-back consumers park
+    until the next token instead of polling (the flushes stay a small multiple of the jobs)."""
+    from echomq import Ack, Consumer, ConsumerOptions
+
+    limit, per_ms, n = 5, 500, 40
+    opts = ConsumerOptions(concurrency=4, beat_ms=50, lease_ms=30_000, maintenance=False)
+    kind: Any = AsyncClusterConnector if backend == "cluster" else AsyncConnector
+    conns = [kind.from_url(backend_url) for _ in range(4)]
+    CountingQueue.flushes = 0
+    queues = [CountingQueue(c, qname) for c in conns]
+    await queues[0].set_limits(rate=RateLimit(limit, per_ms), lane_rate=RateLimit(1, per_ms))
+    claims: list[tuple[int, str, int]] = []
+
+    async def handle(lease: Any) -> Ack:
+        claims.append((lease.deadline_ms - opts.lease_ms, lease.lane or "", lease.attempt))
+        return Ack()
+
+    consumers = [Consumer(q, handle, options=opts) for q in queues]
+    tasks = [asyncio.create_task(c.run()) for c in consumers]
+    try:
+        await queues[0].admit_many([(jid(), b"", f"chat{i % 10}") for i in range(n)])
+        deadline = asyncio.get_running_loop().time() + 120
+        while (await queues[0].stats()).done < n:
+            assert asyncio.get_running_loop().time() < deadline, "the jobs did not all run"
+            await asyncio.sleep(0.05)
+    finally:
+        for c in consumers:
+            c.stop()
+        await asyncio.gather(*tasks)
+        for c in conns:
+            await c.aclose()
+    assert len(claims) == n and {a for _, _, a in claims} == {1}  # each once, first attempt
+    assert most_in_a_window([t for t, _, _ in claims], per_ms) <= limit
+    for lane in {lane for _, lane, _ in claims}:
+        assert most_in_a_window([t for t, ln, _ in claims if ln == lane], per_ms) == 1
+    span = max(t for t, _, _ in claims) - min(t for t, _, _ in claims)
+    assert span >= (n - limit) // limit * per_ms  # the limit binds
+    # parked until the next token: a consumer polling at its 50 ms beat sends ~300 here
+    assert CountingQueue.flushes < 3 * n, CountingQueue.flushes
