@@ -1,4 +1,4 @@
-"""CLI verbs of the claim gate (docs/decisions/0023-claim-gate.md): ``pause``, ``resume``
+"""CLI verbs of the claim gate (docs/decisions/0022-claim-gate.md): ``pause``, ``resume``
 and ``limit``. Registered on the ``echomq`` group by :mod:`echomq.cli`."""
 
 from __future__ import annotations

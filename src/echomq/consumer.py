@@ -218,7 +218,7 @@ class Consumer:
             self._acks.resolve(acks, done)
             self._start(leases, claimed=True)
             if count and (leases.paused or (leases.wait_ms is not None and len(leases) < count)):
-                # The claim gate held jobs back (docs/decisions/0023): wait until the next
+                # The claim gate held jobs back (docs/decisions/0022): wait until the next
                 # token is due, or a beat while paused (resume wakes us), never spin.
                 wait_s = o.beat_ms / 1000 if leases.paused else (leases.wait_ms or 0) / 1000
                 held_until = asyncio.get_running_loop().time() + wait_s

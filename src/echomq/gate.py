@@ -1,5 +1,5 @@
 """The claim gate, pure (no I/O): pause, rate limits and priorities, as values, calls and
-decoders (docs/decisions/0023-claim-gate.md).
+decoders (docs/decisions/0022-claim-gate.md).
 
 The gate itself runs in Lua (``lua/include/gate.lua``, run by ``claim``): a paused queue
 leases nothing; a rate limit holds a job back (it stays pending, no attempt counted) and

@@ -2,7 +2,7 @@
 
 Telegram allows a bot about 30 messages per second overall and about one per second per
 chat; past that it answers 429. The budget is no script of the game's own: it is the
-rate limits of the notifications queue (``Queue.set_limits``, docs/decisions/0023-claim-gate.md),
+rate limits of the notifications queue (``Queue.set_limits``, docs/decisions/0022-claim-gate.md),
 enforced inside EchoMQ's claim on the **server clock**, shared by every notifier process:
 
 * at most ``overall`` leases of the queue in any window of ``window_ms + margin_ms``, and

@@ -130,7 +130,7 @@ class Queue:
         job in flight, so its jobs run in order), after ``delay_ms`` (server clock), with
         its own ``max_attempts``, at ``priority`` 0..3 (a higher level is claimed first;
         within a level lanes stay fair; a level ages so none starves,
-        docs/decisions/0023-claim-gate.md). Bad arguments raise InvalidArgument (InvalidJobId,
+        docs/decisions/0022-claim-gate.md). Bad arguments raise InvalidArgument (InvalidJobId,
         InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
         :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
         """

@@ -241,7 +241,7 @@ async def queue_page(request: web.Request) -> web.Response:
 
 async def _gate_bar(request: web.Request, name: str) -> str:
     """The claim gate: paused or running, the rate limits, and Pause/Resume for a
-    signed-in operator (docs/decisions/0023-claim-gate.md)."""
+    signed-in operator (docs/decisions/0022-claim-gate.md)."""
     st = state(request)
     g = await data.gate(st.connector, name)
     if g is None:

@@ -7,7 +7,7 @@
 --   this same step instead (hand-off, docs/decisions/0018): the row is written active with
 --   attempt 1, the lease goes on active, and the wake message carries the lease. The
 --   verdict is the same. The claim gate holds a hand-off as it holds a claim
---   (docs/decisions/0023): none while the queue is paused or its rate limit is reached,
+--   (docs/decisions/0022): none while the queue is paused or its rate limit is reached,
 --   and a job handed off counts against the rate limit.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score 0

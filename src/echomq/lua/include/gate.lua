@@ -1,4 +1,4 @@
--- The claim gate (docs/decisions/0023-claim-gate.md): pause and rate limits, checked by
+-- The claim gate (docs/decisions/0022-claim-gate.md): pause and rate limits, checked by
 -- every script that leases a job, so no door bypasses them. Limits live in meta (set by
 -- the limits script), on the server clock. Each limit is a sliding window: no window of
 -- <ms> holds more than <max> leases. The queue's log is a list of lease times, newest
