@@ -131,6 +131,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.refused: set[str] = set()  # ids refused by kind: must never exist
         self.marks: dict[str, int] = {}  # the model schedule's mark per queue (server ms)
         self.tick_offset: int | None = None
+        self.fresh_lanes = itertools.count()  # per example: a replay draws the same lanes
 
     def teardown(self) -> None:
         QueueMachine.reached.update(self.ref.seen)
@@ -248,7 +249,7 @@ class QueueMachine(RuleBasedStateMachine):
     @op(3, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
         delay=st.sampled_from([0, 0, 0, SHORT, LONG]),
         max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans(),
-        prio=st.sampled_from([0, 0, 0, 1, 3]))
+        prio=st.sampled_from([0, 0, 1, 3, 3]))
     def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool,
               prio: int) -> None:
         jid = generate("JOB")
@@ -366,6 +367,44 @@ class QueueMachine(RuleBasedStateMachine):
                 self._reap()
         assert self.ref.jobs[jid].state == "dead"
 
+    def _open_gate(self) -> None:
+        """Resume the queue and lift its limits, through the model (a step that needs its
+        claims to lease, as a worker's operator would)."""
+        if self.gated() and self.ref.paused:
+            self.resume()
+        if self.gated() and (self.ref.rate or self.ref.lane_rate):
+            self.set_limits(None, None)
+
+    @op(2, when=lambda self: self.live() < CAP - 1, via=st.sampled_from(["retry", "reap"]),
+        calls=st.permutations(CALLS), keep=st.booleans())
+    def second_attempt(self, via: str, calls: list[str], keep: bool) -> None:
+        """Two jobs on a fresh serial lane: the head runs, the next is held back; the head's
+        first attempt fails (retry) or its lease expires (reap), so it goes back first and
+        runs again; the first attempt's worker then comes back with its real lease and every
+        transition refuses it; the second attempt completes."""
+        self._open_gate()
+        lane = f"z{next(self.fresh_lanes)}"
+        head, after = generate("JOB"), generate("JOB")
+        for jid in (head, after):
+            assert self.q.admit(jid, jid.encode(), lane=lane, serial=True) is Verdict.ENQUEUED
+            assert self.ref.admit(jid, jid.encode(), lane, True)
+        (first,) = self._claim_exactly(head, LONG if via == "retry" else SHORT)
+        assert self._claim_exactly(after, LONG) == []  # the serial lane is held by the head
+        if via == "retry":
+            assert self._retry(first, True, 0) is RetryOutcome.SCHEDULED
+        else:
+            assert self._reap()[0] >= 1
+        assert self.ref.jobs[head].state == "pending"
+        (second,) = self._claim_exactly(head, LONG)
+        assert second.attempt == first.attempt + 1
+        assert not self.ref.holds(head, first.attempt)
+        for call in calls:
+            self._refused(first, call)
+        t0 = self.now()
+        got = (self.q if keep else self.q_drop).complete(second, b"")
+        t1 = self.now()
+        assert got is self.ref.complete(head, second.attempt, keep, (t0, t1)) is Completion.COMPLETED
+
     @op(2, when=lambda self: self.leases, data=st.data(), short=st.booleans())
     def heartbeat(self, data: st.DataObject, short: bool) -> None:
         lease = self.pick(data)
@@ -413,6 +452,21 @@ class QueueMachine(RuleBasedStateMachine):
         for call in calls:
             self._refused(lease, call)
 
+    def _zombies(self) -> list[Lease]:
+        """Real leases of an earlier attempt whose job now runs under a newer attempt."""
+        return [x for x in self.leases if (j := self.ref.jobs.get(x.id)) is not None
+                and j.state == "active" and j.attempts != x.attempt]
+
+    @op(4, when=lambda self: self._zombies(), data=st.data(), calls=st.permutations(CALLS))
+    def zombie(self, data: st.DataObject, calls: list[str]) -> None:
+        """The worker of an earlier attempt (its lease expired and was reaped, or it was
+        retried) comes back with its own real lease while the job runs again under a newer
+        attempt: the model refuses it, and so does every transition (nothing changes)."""
+        lease = data.draw(st.sampled_from(self._zombies()))
+        assert not self.ref.holds(lease.id, lease.attempt)
+        for call in calls:
+            self._refused(lease, call)
+
     @op(4, when=lambda self: any(j.state == "active" and j.expired for j in self.ref.jobs.values()),
         data=st.data(), calls=st.permutations(CALLS))
     def late_finish(self, data: st.DataObject, calls: list[str]) -> None:
@@ -435,7 +489,7 @@ class QueueMachine(RuleBasedStateMachine):
         t1 = self.now()
         assert got is self.ref.complete(lease.id, lease.attempt, keep, (t0, t1))
 
-    @op(when=lambda self: self.leases, data=st.data(), keep=st.booleans())
+    @op(2, when=lambda self: self.leases, data=st.data(), keep=st.booleans())
     def complete_many(self, data: st.DataObject, keep: bool) -> None:
         """The batched path: one complete_batch call, a repeated lease answered stale."""
         picked = [self.pick(data) for _ in range(data.draw(st.integers(1, 4)))]
@@ -446,7 +500,7 @@ class QueueMachine(RuleBasedStateMachine):
         if Completion.COMPLETED in got:
             self.ref.seen["complete_batch completed"] += 1
 
-    @op(2, data=st.data(), count=st.integers(1, 4), short=st.booleans(), window=st.integers(1, 6))
+    @op(3, data=st.data(), count=st.integers(1, 4), short=st.booleans(), window=st.integers(1, 6))
     def settle(self, data: st.DataObject, count: int, short: bool, window: int) -> None:
         """The consumer's drain flush: complete finished attempts, claim from candidates
         peeked earlier (some of which moved meanwhile), peek the next ones."""
@@ -552,7 +606,20 @@ class QueueMachine(RuleBasedStateMachine):
             self.ref.admit(jid, jid.encode(), "g")
         self._claim(CAP, LONG)
 
-    @op(when=lambda self: self.gated() and not self.ref.paused)
+    @op(when=lambda self: self.gated() and self.live() < CAP - 2 and not self.ref.paused,
+        most=st.integers(1, 2))
+    def queue_burst(self, most: int) -> None:
+        """A queue limit of ``most`` and ``most`` + 1 fresh jobs: one claim leases at most
+        ``most`` (fewer when the window already holds leases) and holds the rest back."""
+        self.set_limits(most, self.ref.lane_rate[0] if self.ref.lane_rate else None)
+        for _ in range(most + 1):
+            jid = generate("JOB")
+            assert self.q.admit(jid, jid.encode()) is Verdict.ENQUEUED
+            self.ref.admit(jid, jid.encode())
+        got = self._claim(CAP, LONG)
+        assert len(got) <= most and self.ref.held, (got, self.ref.held)
+
+    @op(2, when=lambda self: self.gated() and not self.ref.paused)
     def pause(self) -> None:
         assert self.q.pause().paused
         self.ref.paused = True
@@ -584,7 +651,7 @@ class QueueMachine(RuleBasedStateMachine):
     def reap(self) -> None:
         self._reap()
 
-    @op(2)
+    @op(3)
     def promote(self) -> None:
         assert self.q.promote() == self.ref.promote()
 
@@ -596,7 +663,7 @@ class QueueMachine(RuleBasedStateMachine):
     def purge_dead(self, limit: int) -> None:
         assert self.q.purge_dead(limit=limit) == self.ref.purge("dead", limit)
 
-    @op(2, expire=st.booleans())
+    @op(3, expire=st.booleans())
     def trim(self, expire: bool) -> None:
         """Retention: rows younger than their keep window stay; older ones go."""
         assert self.q.trim() == 0
