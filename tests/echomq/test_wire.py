@@ -199,7 +199,9 @@ def test_enqueuer_bytes_are_the_generic_encoding_of_enqueue(name: str, payload: 
     assert plain.wire is None
     assert call.wire is not None
     words = [x.encode() if isinstance(x, str) else x for x in (*plain.keys, *plain.args)]
-    assert parse_all(call.wire) == [[b"EVALSHA", plain.script.sha.encode(), b"6", *words]]
+    assert parse_all(call.wire) == [[b"EVALSHA", plain.script.sha.encode(),
+                                     str(len(plain.keys)).encode(), *words]]
+    assert len(plain.keys) == 7  # job, pending, wake, meta, parked, active, rate (the claim gate)
 
 
 @pytest.mark.parametrize("bad", ["JOB", "JOB" + "0" * 27, "JOB{q}0000000000000000000000", "job01" + "0" * 24,
@@ -228,6 +230,6 @@ def test_lazy_calls_build_each_entry_when_read() -> None:
     lazy = p.LazyCalls(enq, [(a, b"one"), ready, (a, b"two")])
     assert len(lazy) == 3 and lazy.ready() == [ready]
     assert lazy[1] is ready and lazy[0] == enq(a, b"one") and lazy[0].wire == enq(a, b"one").wire
-    assert [c.args for c in lazy] == [(a, b"one"), [b, b"lane job", "l", 0, "0", ""], (a, b"two")]
-    assert [c.args for c in lazy[1:]] == [[b, b"lane job", "l", 0, "0", ""], (a, b"two")]
+    assert [c.args for c in lazy] == [(a, b"one"), [b, b"lane job", "l", 0, "0", "", 0], (a, b"two")]
+    assert [c.args for c in lazy[1:]] == [[b, b"lane job", "l", 0, "0", "", 0], (a, b"two")]
     assert lazy[0] is not lazy[0]  # built anew on each read: no call outlives its flush
