@@ -68,7 +68,8 @@ class _Commands(Group):
     and the helpers below) is listed in ``lazy`` as ``"name": "module:attribute"`` rather
     than imported here: it is loaded when its verb runs, and no import circle forms."""
 
-    lazy = {"demo": "echomq.cli_demo:demo"}  # noqa: RUF012 (the class's own table)
+    lazy = {"demo": "echomq.cli_demo:demo", "pause": "echomq.cli_gate:pause",  # noqa: RUF012
+            "resume": "echomq.cli_gate:resume", "limit": "echomq.cli_gate:limit"}
 
 
 @click.group(cls=_Commands, name="echomq")
@@ -343,7 +344,3 @@ def dashboard(url: str | None, host: str, port: int, token: str | None, read_onl
     # An unreachable server, a bad token or a busy port: one line from the group (clikit).
     serve(url, host=host, port=port, options=DashboardOptions(token=token or None, read_only=read_only))
 
-
-from echomq import cli_gate as _cli_gate  # noqa: E402  (registers pause, resume and limit)
-
-del _cli_gate

@@ -1,5 +1,6 @@
 """CLI verbs of the claim gate (docs/decisions/0022-claim-gate.md): ``pause``, ``resume``
-and ``limit``. Registered on the ``echomq`` group by :mod:`echomq.cli`."""
+and ``limit``. Listed in :mod:`echomq.cli`'s lazy table (loaded when one of them runs), so
+``import echomq.cli`` stays light and no import circle forms."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import Any
 import click
 
 from echomq._async.queue import AsyncQueue
-from echomq.cli import URL, _checked, _run_on, console, main
+from echomq.cli import URL, _checked, _run_on, console
 from echomq.errors import InvalidArgument
 from echomq.gate import Gate, RateLimit
 
-__all__ = ["describe_gate"]
+__all__ = ["describe_gate", "limit", "pause", "resume"]
 
 
 async def _plain(connector: Any, queue: str) -> AsyncQueue:
@@ -31,7 +32,7 @@ def describe_gate(queue: str, gate: Gate) -> str:
     return "; ".join(parts)
 
 
-@main.command()
+@click.command()
 @click.argument("queue")
 @URL
 def pause(queue: str, url: str | None) -> None:
@@ -42,7 +43,7 @@ def pause(queue: str, url: str | None) -> None:
     console.print(describe_gate(queue, _run_on(url, go)))
 
 
-@main.command()
+@click.command()
 @click.argument("queue")
 @URL
 def resume(queue: str, url: str | None) -> None:
@@ -62,7 +63,7 @@ def _rate(text: str | None) -> RateLimit | None:
         raise click.BadParameter(str(exc)) from None
 
 
-@main.command()
+@click.command()
 @click.argument("queue")
 @URL
 @click.option("--rate", default=None, help="leases per window for the queue, e.g. 30/1s")
