@@ -38,16 +38,11 @@ def test_an_unknown_game_script_is_a_contract_error() -> None:
         game_script("nope")
 
 
-# The rate budget's script goes whole when the notifiers move onto EchoMQ's claim gate
-# (branch featclaim2); until then it is the one string left, and no other may join it.
-_LEAVING = {"bot/ratebudget.py"}
-
-
 def test_no_lua_source_is_left_in_a_python_module() -> None:
     opening = re.compile(r"[\"']#!lua")  # a string literal that opens a script
     holders = {str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                if opening.search(p.read_text(encoding="utf-8"))}
-    assert holders <= _LEAVING
+    assert holders == set()
 
 
 @pytest.mark.parametrize("argv", [[0, "a", "1"], ["x", "a", "1"], [1000, "a"], [1000]])
