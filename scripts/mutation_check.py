@@ -55,7 +55,8 @@ def _guard(script: str, what: str, old: str) -> Mutant:
 
 
 MUTANTS: list[Mutant] = [
-    *(m for s, d in (("heartbeat", "current"), ("complete", "deadline"), ("retry", "current"))
+    *(m for s, d in (("heartbeat", "current"), ("complete", "deadline"), ("retry", "current"),
+                     ("progress", "deadline"))
       for m in (
           _guard(s, "attempt token", "if row[2] ~= ARGV[2] then return 0 end"),
           _guard(s, "lease deadline", f"if tonumber({d}) < now then return 0 end"),
@@ -64,6 +65,19 @@ MUTANTS: list[Mutant] = [
            "live = live and row[2] == attempt", "", "attempt token check removed"),
     Mutant("complete_batch: no lease deadline check", "complete_batch.lua",
            "live = live and tonumber(deadline) >= now", "", "deadline check removed"),
+    # cancellation (decision 0022): an attempt of a job asked to stop never ends it done,
+    # never puts it back to run again, and a reaped one ends cancelled, not pending/dead
+    Mutant("complete: completes a job asked to stop", "complete.lua",
+           "if row[4] then ended(KEYS[2], KEYS[3], ARGV[1], now) return 2 end", "",
+           "cancel check removed"),
+    Mutant("complete_batch: completes a job asked to stop", "complete_batch.lua",
+           "out[i] = live and (row[4] and 2 or 1) or 0", "out[i] = live and 1 or 0",
+           "cancel check removed"),
+    Mutant("retry: retries a job asked to stop", "retry.lua",
+           "if row[6] then -- fence: a cancel was asked", "if false then", "cancel check removed"),
+    Mutant("reap: requeues a job asked to stop", "reap.lua",
+           "if row[1] and row[5] then -- fence: a cancel was asked", "if false then",
+           "cancel check removed"),
     Mutant("reap: reaps live leases", "reap.lua",
            "if deadline and tonumber(deadline) <= now then", "if deadline then",
            "lease expiry check removed"),

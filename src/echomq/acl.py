@@ -3,18 +3,20 @@
 Each role gets only the commands it sends and the commands its Lua scripts run (the
 server checks both against the user), on the keys of its queues (``emq:{<queue>}:*``)
 and, for the roles whose scripts publish wake-ups, the queues' shard channels
-(``emq:{<queue>}:wake``). The commands inside the scripts are read from the scripts
-themselves (every ``redis.call('X'``), so the rules cannot drift from the Lua.
+(``emq:{<queue>}:wake`` and ``emq:{<queue>}:finished``, which results wait on). The
+commands inside the scripts are read from the scripts themselves (every
+``redis.call('X'``), so the rules cannot drift from the Lua.
 
 ==================== =================================================================
 role                 may
 ==================== =================================================================
 producer             fence, admit and enqueue (``enqueue``, ``enqueue_many``,
-                     ``admit``, ``admit_many``), ``WAIT`` for durable admission
+                     ``admit``, ``admit_many``), ``WAIT`` for durable admission,
+                     ``result()`` (the row, the finished channel)
 worker               everything a consumer and ``echomq worker`` do: claim, heartbeat,
                      complete, retry/defer, promote, reap, retention, its registration,
                      the wake channel, the maintenance token (``SET``), ``INFO`` (the
-                     eviction-policy and memory checks), ``job()``
+                     eviction-policy and memory checks), ``job()``, progress reports
 dashboard            read every queue (``SCAN`` for the queues, stats, pages, job rows,
                      lanes, counts, ``INFO``) and act: requeue, purge and cancel
 dashboard-readonly   the dashboard's reads only: every writing script is refused
@@ -53,9 +55,10 @@ _BASE = ("hello", "ping", "client|setinfo", "evalsha", "script|load", "time",
 
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
-    "producer": (("fence", "admit", "enqueue"), ("wait",), True),
+    "producer": (("fence", "admit", "enqueue", "row"),  # + results: the row, the finished channel
+                 ("wait", "ssubscribe", "sunsubscribe"), True),
     "worker": (("fence", "claim", "complete", "complete_batch", "heartbeat", "retry", "promote",
-                "reap", "purge", "worker_beat", "stats", "pending_size"),
+                "reap", "purge", "worker_beat", "stats", "pending_size", "progress"),
                ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait"), True),
     "dashboard": (("fence", "stats", "browse", "info", "pending_size", "requeue", "purge", "cancel",
                    "pause"),
@@ -86,7 +89,8 @@ def acl_rules(role: str, queues: Iterable[str] | None = None) -> list[str]:
     keys = ["~emq:*"] if names is None else [f"~emq:{{{q}}}:*" for q in names]
     channels: list[str] = []
     if publishes or "ssubscribe" in commands:
-        channels = ["&emq:*"] if names is None else [f"&emq:{{{q}}}:wake" for q in names]
+        channels = ["&emq:*"] if names is None else [
+            f"&emq:{{{q}}}:{c}" for q in names for c in ("wake", "finished")]
     return ["reset", "-@all", *(f"+{c}" for c in sorted(commands)), *keys, *channels]
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_LEASE_MS",
     "MAX_OFFSET",
     "MAX_PAGE",
+    "MAX_PROGRESS",
     "MAX_WINDOW",
     "check_int",
 ]
@@ -33,6 +34,7 @@ MAX_COUNT = 10_000
 MAX_WINDOW = 2 * MAX_COUNT + 64
 MAX_OFFSET = 2**53
 MAX_LANE = 256
+MAX_PROGRESS = 65_536  # bytes of one progress report: a note, not a payload
 
 
 def check_int(name: str, value: object, lo: int, hi: int) -> int:

@@ -12,8 +12,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from echomq.bounds import MAX_PROGRESS
 from echomq.decoders import text
-from echomq.errors import ScriptContractError
+from echomq.errors import InvalidArgument, ScriptContractError
 from echomq.ids import _ID, KIND_LENGTH, TAIL_LENGTH
 from echomq.keyspace import QueueKeys
 from echomq.model import Lease
@@ -37,6 +38,7 @@ __all__ = [
     "pause",
     "peek",
     "pending_size",
+    "progress",
     "promote",
     "purge",
     "reap",
@@ -237,21 +239,30 @@ def heartbeat(k: QueueKeys, lease: Lease, *, lease_ms: int) -> Call:
     return Call(_HEARTBEAT, [k.active, k.job(lease.id), k.meta], [lease.id, lease.attempt, lease_ms])
 
 
-_COMPLETE = layout("complete", ("active", "job", "done", "inflight", "meta"),
+_PROGRESS = layout("progress", ("active", "job", "meta"), ("id", "attempt", "progress"))
+
+
+def progress(k: QueueKeys, lease: Lease, report: bytes) -> Call:
+    if len(report) > MAX_PROGRESS:
+        raise InvalidArgument(f"a progress report is at most {MAX_PROGRESS} bytes, not {len(report)}")
+    return Call(_PROGRESS, [k.active, k.job(lease.id), k.meta], [lease.id, lease.attempt, report])
+
+
+_COMPLETE = layout("complete", ("active", "job", "done", "inflight", "meta", "finished"),
                     ("id", "attempt", "keep_ms", "result"))
 
 
 def complete(k: QueueKeys, lease: Lease, *, keep_ms: int, result: bytes) -> Call:
-    return Call(_COMPLETE, [k.active, k.job(lease.id), k.done, k.inflight, k.meta],
+    return Call(_COMPLETE, [k.active, k.job(lease.id), k.done, k.inflight, k.meta, k.finished],
                 [lease.id, lease.attempt, keep_ms, result])
 
 
-_COMPLETE_BATCH = layout("complete_batch", ("active", "done", "inflight", "meta", "jobs"),
+_COMPLETE_BATCH = layout("complete_batch", ("active", "done", "inflight", "meta", "finished", "jobs"),
                           ("keep_ms", "attempts"))
 
 
 def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, keep_ms: int) -> Call:
-    keys = [k.active, k.done, k.inflight, k.meta]
+    keys = [k.active, k.done, k.inflight, k.meta, k.finished]
     args: list[str | bytes | int] = [keep_ms]
     for lease, result in finished:
         keys.append(k.job(lease.id))
@@ -260,14 +271,14 @@ def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, kee
 
 
 _RETRY = layout("retry", ("active", "job", "delayed", "dead", "inflight", "pending", "lanes",
-                           "meta", "wake"),
+                           "meta", "wake", "done", "finished"),
                  ("id", "attempt", "delay_ms", "max_attempts", "error", "mode"))
 
 
 def retry(k: QueueKeys, lease: Lease, *, delay_ms: int, max_attempts: int, error: str,
           mode: str) -> Call:
     return Call(_RETRY, [k.active, k.job(lease.id), k.delayed, k.dead, k.inflight, k.pending,
-                         k.lanes, k.meta, k.wake],
+                         k.lanes, k.meta, k.wake, k.done, k.finished],
                 [lease.id, lease.attempt, delay_ms, max_attempts, error, mode])
 
 
@@ -280,12 +291,12 @@ def promote(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
     return Call(_PROMOTE, keys + [k.job_prefix + text(i) for i in ids], list(ids))
 
 
-_REAP = layout("reap", ("active", "pending", "dead", "lanes", "meta", "inflight", "wake", "jobs"),
-                ("max_attempts", "ids"))
+_REAP = layout("reap", ("active", "pending", "dead", "lanes", "meta", "inflight", "wake", "done",
+                        "finished", "jobs"), ("max_attempts", "ids"))
 
 
 def reap(k: QueueKeys, ids: Sequence[bytes | str], *, max_attempts: int) -> Call:
-    keys = [k.active, k.pending, k.dead, k.lanes, k.meta, k.inflight, k.wake]
+    keys = [k.active, k.pending, k.dead, k.lanes, k.meta, k.inflight, k.wake, k.done, k.finished]
     return Call(_REAP, keys + [k.job_prefix + text(i) for i in ids], [max_attempts, *ids])
 
 
@@ -305,11 +316,12 @@ def requeue(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
     return Call(_REQUEUE, keys + [k.job_prefix + text(i) for i in ids], list(ids))
 
 
-_CANCEL = layout("cancel", ("pending", "delayed", "inflight", "meta", "jobs"), ("ids",))
+_CANCEL = layout("cancel", ("pending", "delayed", "done", "inflight", "meta", "finished", "jobs"),
+                 ("ids",))
 
 
 def cancel(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
-    keys = [k.pending, k.delayed, k.inflight, k.meta]
+    keys = [k.pending, k.delayed, k.done, k.inflight, k.meta, k.finished]
     return Call(_CANCEL, keys + [k.job_prefix + text(i) for i in ids], list(ids))
 
 

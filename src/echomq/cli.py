@@ -10,6 +10,9 @@
     echomq reshard QUEUE --to N   switch a drained sharded queue to N shards
     echomq dashboard              the web dashboard (--url, --port, --token, --read-only)
     echomq schedule TARGET        admit the ticks of periodic jobs (module:SCHEDULES), --once
+    echomq result QUEUE ID        wait for a job to end, print its result (echomq.cli_jobs)
+    echomq progress QUEUE ID      a job's state and last progress report
+    echomq cancel QUEUE ID...     cancel waiting jobs, ask running ones to stop
 """
 
 from __future__ import annotations
@@ -69,7 +72,9 @@ class _Commands(Group):
     than imported here: it is loaded when its verb runs, and no import circle forms."""
 
     lazy = {"demo": "echomq.cli_demo:demo", "pause": "echomq.cli_gate:pause",  # noqa: RUF012
-            "resume": "echomq.cli_gate:resume", "limit": "echomq.cli_gate:limit"}
+            "resume": "echomq.cli_gate:resume", "limit": "echomq.cli_gate:limit",
+            "result": "echomq.cli_jobs:result", "progress": "echomq.cli_jobs:progress",
+            "cancel": "echomq.cli_jobs:cancel"}
 
 
 @click.group(cls=_Commands, name="echomq")
@@ -343,4 +348,3 @@ def dashboard(url: str | None, host: str, port: int, token: str | None, read_onl
         raise click.UsageError("give --url or set ECHOMQ_URL")
     # An unreachable server, a bad token or a busy port: one line from the group (clikit).
     serve(url, host=host, port=port, options=DashboardOptions(token=token or None, read_only=read_only))
-

@@ -72,7 +72,7 @@ from echomq.handling import call_handler
 from echomq.hooks import Hooks
 from echomq.lease_table import LeaseTable, cancel_and_wait
 from echomq.model import Completion, Lease, RetryOutcome
-from echomq.outcomes import Ack, Backoff, Defer, Outcome
+from echomq.outcomes import Ack, Backoff, Defer, Outcome, as_outcome
 from echomq.parking import Parking
 from echomq.replies import Episodes, Kind, classify
 from echomq.upkeep_duty import UpkeepDuty
@@ -100,6 +100,7 @@ class Consumer:
         self.stats = ConsumerStats()
         self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
         self._leases = LeaseTable()
+        self._asked: set[str] = set()  # jobs asked to stop whose async handler was cancelled
         self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms)
@@ -317,7 +318,13 @@ class Consumer:
         except asyncio.CancelledError:
             if self._leases.was_lost(lease):
                 return  # lease lost: the outcome is discarded, the job runs elsewhere
-            raise
+            if lease.id not in self._asked:
+                raise
+            self._asked.discard(lease.id)
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # our own cancel, handled: the finish below must run
+            outcome = None  # asked to stop: any finish of the attempt ends the job cancelled
         # From here the fenced finish decides; a heartbeat racing it must not call the
         # lease lost (complete may already have cleared it) nor cancel the write.
         with self._leases.finishing(lease):
@@ -333,11 +340,11 @@ class Consumer:
 
     async def _call(self, lease: Lease) -> Outcome:
         if self._is_async:
-            return await self.handler(lease)  # type: ignore[no-any-return,misc]
+            return as_outcome(await self.handler(lease))  # type: ignore[misc]
         # A blocking handler runs in a worker thread so heartbeats keep going. If its lease
         # is lost (or its timeout passes) the thread cannot be stopped; its outcome is discarded.
         assert self._threads is not None
-        return await self._threads.submit(self.handler, lease)  # type: ignore[no-any-return]
+        return as_outcome(await self._threads.submit(self.handler, lease))
 
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
         q, o = self.queue, self.options
@@ -350,11 +357,15 @@ class Consumer:
                     done = await self._acks.complete(lease, result)
                     if done is Completion.COMPLETED:
                         self.stats.completed += 1
+                    elif done is Completion.CANCELLED:
+                        self.stats.cancelled += 1
                     else:
                         self.stats.stale += 1
                 elif isinstance(outcome, Defer):
-                    await q.defer(lease, delay_ms=outcome.delay_ms)
-                    self.stats.deferred += 1
+                    if await q.defer(lease, delay_ms=outcome.delay_ms) is RetryOutcome.CANCELLED:
+                        self.stats.cancelled += 1
+                    else:
+                        self.stats.deferred += 1
                 elif isinstance(outcome, Backoff):
                     wait = outcome.delay_ms
                     if wait is None:
@@ -362,6 +373,8 @@ class Consumer:
                     verdict = await q.retry(lease, delay_ms=wait, error=outcome.error)
                     if verdict is RetryOutcome.DEAD:
                         self.stats.dead += 1
+                    elif verdict is RetryOutcome.CANCELLED:
+                        self.stats.cancelled += 1
                     elif verdict is RetryOutcome.STALE:
                         self.stats.stale += 1
                     else:
@@ -400,6 +413,13 @@ class Consumer:
             for (task, lease), deadline in zip(running, deadlines, strict=True):
                 if deadline is None and self._leases.lose(task, lease):
                     self.stats.lost += 1
+                elif deadline is not None and deadline.cancel and not lease.cancel.is_set():
+                    # Asked to stop (decision 0022): the token tells a blocking handler; an
+                    # async one is cancelled. Its attempt's finish ends the job cancelled.
+                    lease.cancel.set()
+                    if self._is_async and not task.done():
+                        self._asked.add(lease.id)
+                        task.cancel()
 
     async def _maintain(self) -> None:
         duty = UpkeepDuty(self.queue, self.options, self.stats, self.name,

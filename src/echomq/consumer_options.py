@@ -72,6 +72,7 @@ class ConsumerStats:
     stale: int = 0  # finishes refused by the fence
     errors: int = 0  # transient server errors ridden out
     handed_back: int = 0  # in flight at the end of the grace period: pending again at once
+    cancelled: int = 0  # attempts of jobs asked to stop (cancel): they ended cancelled
     handed_off: int = 0  # of ``claimed``: leased to this consumer by an admission while parked
     reaped: int = 0  # expired leases this consumer's upkeep re-exposed (requeued or dead)
     episodes: int = 0  # episodes of back-pressure or transient refusals (echomq.replies)

@@ -13,17 +13,21 @@ from typing import Any
 
 from echomq.errors import EchoMQError, ServerError
 from echomq.gate import Claimed
-from echomq.model import Completion, JobView, Lease, RetryOutcome, Stats, Verdict
+from echomq.model import CancelOutcome, Completion, JobView, Lease, RetryOutcome, Stats, Verdict
 
 __all__ = [
     "Bulk",
+    "Deadline",
+    "Reaped",
     "decode_bulk",
+    "decode_cancels",
     "decode_completion",
     "decode_completions",
     "decode_count",
     "decode_deadline",
     "decode_ids",
     "decode_leases",
+    "decode_progress",
     "decode_reap",
     "decode_retry",
     "decode_row",
@@ -70,15 +74,31 @@ def decode_verdict(reply: object) -> Verdict | EchoMQError:
     return ServerError(f"unexpected admission reply: {reply!r}")
 
 
+_COMPLETIONS = {1: Completion.COMPLETED, 2: Completion.CANCELLED}
+
+
 def decode_completion(reply: Any) -> Completion:
-    return Completion.COMPLETED if _raise_if_error(reply) == 1 else Completion.STALE
+    return _COMPLETIONS.get(_raise_if_error(reply), Completion.STALE)
+
+
+_CANCELS = {1: CancelOutcome.CANCELLED, 2: CancelOutcome.ASKED}
+
+
+def decode_cancels(reply: Any) -> list[CancelOutcome]:
+    """One outcome per id of a ``cancel`` call, in order."""
+    return [_CANCELS.get(r, CancelOutcome.LEFT) for r in _raise_if_error(reply)]
+
+
+def decode_progress(reply: Any) -> int:
+    """``progress``: 1 recorded, 2 recorded and asked to stop, 0 stale."""
+    return int(_raise_if_error(reply))
 
 
 def decode_completions(replies: Sequence[Any]) -> list[Completion]:
     """complete_batch replies flattened into one verdict per attempt (errors raised)."""
     out = []
     for reply in replies:
-        out += [Completion.COMPLETED if r == 1 else Completion.STALE for r in _raise_if_error(reply)]
+        out += [_COMPLETIONS.get(r, Completion.STALE) for r in _raise_if_error(reply)]
     return out
 
 
@@ -95,22 +115,53 @@ def decode_leases(queue: str, flat: Any) -> Claimed:
     return Claimed(leases, paused=held == -1, wait_ms=held if held is not None and held >= 0 else None)
 
 
-def decode_deadline(reply: Any) -> int | None:
-    return int(_raise_if_error(reply)) or None
+class Deadline(int):
+    """A heartbeat's new lease deadline (server ms; it *is* that int), and whether a cancel
+    was asked for (``cancel``): the attempt should stop, and it ends cancelled."""
+
+    cancel: bool
+
+    def __new__(cls, deadline: int, cancel: bool) -> Deadline:
+        self = super().__new__(cls, deadline)
+        self.cancel = cancel
+        return self
+
+    def __repr__(self) -> str:
+        return f"Deadline({int(self)}, cancel={self.cancel})"
+
+
+def decode_deadline(reply: Any) -> Deadline | None:
+    """The heartbeat reply: None when the lease is lost; a negative deadline means the
+    lease was extended and a cancel was asked for (the ``heartbeat`` script's contract)."""
+    n = int(_raise_if_error(reply))
+    return Deadline(abs(n), n < 0) if n else None
 
 
 def decode_retry(reply: Any) -> RetryOutcome:
     reply = _raise_if_error(reply)
-    return {1: RetryOutcome.SCHEDULED, 2: RetryOutcome.DEAD}.get(reply, RetryOutcome.STALE)
+    return {1: RetryOutcome.SCHEDULED, 2: RetryOutcome.DEAD,
+            3: RetryOutcome.CANCELLED}.get(reply, RetryOutcome.STALE)
 
 
 def decode_count(reply: Any) -> int:
     return int(_raise_if_error(reply))
 
 
-def decode_reap(reply: Any) -> tuple[int, int]:
-    requeued, dead = _raise_if_error(reply)
-    return int(requeued), int(dead)
+class Reaped(tuple[int, int]):
+    """What one reap did: ``(requeued, dead)`` (it *is* that pair), and ``cancelled``, the
+    expired jobs that had been asked to stop and ended cancelled."""
+
+    cancelled: int
+
+    def __new__(cls, requeued: int, dead: int, cancelled: int = 0) -> Reaped:
+        self = super().__new__(cls, (requeued, dead))
+        self.cancelled = cancelled
+        return self
+
+
+def decode_reap(reply: Any) -> Reaped:
+    requeued, dead, cancelled = _raise_if_error(reply)
+    return Reaped(int(requeued), int(dead), int(cancelled))
 
 
 class Bulk(int):

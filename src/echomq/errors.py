@@ -23,6 +23,10 @@ replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES
     ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
     ├── QueueNotDrained         a reshard asked of a queue whose shards still hold jobs
     ├── HandlerTimeout          (TimeoutError) a handler ran past its timeout: a failed attempt
+    ├── JobNotFound             (LookupError) no row for the id: never admitted, or gone
+    ├── ResultTimeout           (TimeoutError) the job did not end within the wait
+    ├── JobFailed               the job is dead: its result is its last error (``.error``)
+    ├── JobCancelled            the job was cancelled: it has no result
     └── ConfigurationError      the server refuses this client until a person fixes its setup
         └── ProtocolVersionError the queue was written by an incompatible protocol version
             └── ShardCountMismatch a sharded queue built with another shard count
@@ -39,11 +43,15 @@ __all__ = [
     "InvalidJobId",
     "InvalidPayload",
     "InvalidQueueName",
+    "JobCancelled",
+    "JobFailed",
+    "JobNotFound",
     "NotDurable",
     "PayloadTooLarge",
     "ProtocolVersionError",
     "QueueNotDrained",
     "QueueNotFound",
+    "ResultTimeout",
     "ScriptContractError",
     "ServerBusy",
     "ServerError",
@@ -150,3 +158,37 @@ class HandlerTimeout(EchoMQError, TimeoutError):
     """A handler ran past its timeout (``ConsumerOptions.timeout_ms``). Never raised to a
     caller: the consumer records it as the attempt's failure (the row's error names it)
     and gives the lease back at once through the fenced ``retry``."""
+
+
+class JobNotFound(EchoMQError, LookupError):
+    """No row for the job id: it was never admitted, or its finished row was deleted (a
+    queue with ``keep_done_ms=0`` keeps no result, retention removed it, or it was purged)."""
+
+    def __init__(self, message: str, *, job_id: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class ResultTimeout(EchoMQError, TimeoutError):
+    """``result(id, timeout=...)``: the job did not end within the wait (it may still)."""
+
+    def __init__(self, message: str, *, job_id: str = "", state: str = "") -> None:
+        super().__init__(message)
+        self.job_id, self.state = job_id, state
+
+
+class JobFailed(EchoMQError):
+    """The job is dead: its result is the error its last failed attempt recorded
+    (``.error``, the text the row keeps; ``.failures`` how many attempts failed)."""
+
+    def __init__(self, message: str, *, job_id: str = "", error: str = "", failures: int = 0) -> None:
+        super().__init__(message)
+        self.job_id, self.error, self.failures = job_id, error, failures
+
+
+class JobCancelled(EchoMQError):
+    """The job was cancelled (while waiting, or asked to stop while it ran): no result."""
+
+    def __init__(self, message: str, *, job_id: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id

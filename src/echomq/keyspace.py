@@ -95,7 +95,7 @@ def slot(key: str | bytes) -> int:
 
 
 _TYPES = (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked", "rate", "lane_rate",
-          "lane_seen")
+          "lane_seen", "finished")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +117,7 @@ class QueueKeys:
     rate: str
     lane_rate: str
     lane_seen: str
+    finished: str  # shard channel: the ids of jobs that ended (results, decision 0022)
     job_prefix: str
 
     @classmethod

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from echomq.bounds import MAX_ATTEMPTS, MAX_KEEP_MS, MAX_PAGE, check_int
 
 __all__ = [
     "PROTOCOL",
+    "CancelOutcome",
+    "CancelToken",
     "Completion",
     "JobView",
     "Lease",
+    "ProgressOutcome",
     "QueueOptions",
     "RetryOutcome",
     "Stats",
@@ -33,18 +37,60 @@ class Verdict(enum.Enum):
 
 class Completion(enum.Enum):
     COMPLETED = "completed"
+    CANCELLED = "cancelled"  # a cancel was asked for while it ran: it ended cancelled, not done
     STALE = "stale"  # the attempt no longer holds the job: nothing changed
 
 
 class RetryOutcome(enum.Enum):
     SCHEDULED = "scheduled"  # back to delayed (or pending when the delay is 0)
     DEAD = "dead"  # the failure limit was reached: in the dead set with its last error
+    CANCELLED = "cancelled"  # a cancel was asked for while it ran: it ended cancelled
     STALE = "stale"
+
+
+class CancelOutcome(enum.Enum):
+    """What ``cancel`` did with one job (the ``cancel`` script, one step per job)."""
+
+    CANCELLED = "cancelled"  # it was waiting (pending or delayed): it ended cancelled now
+    ASKED = "asked"  # it is running: its attempt is asked to stop and will end cancelled
+    LEFT = "left"  # it had already ended (done, dead, cancelled) or is unknown: unchanged
+
+
+class ProgressOutcome(enum.Enum):
+    """What ``report_progress`` did (the ``progress`` script, fenced by the attempt)."""
+
+    RECORDED = "recorded"
+    STOP = "stop"  # recorded, and a cancel was asked for: the attempt should stop
+    STALE = "stale"  # the attempt no longer holds a live lease: refused, nothing written
+
+
+class CancelToken:
+    """Set when the job of a running attempt is asked to stop (``cancel``). The consumer
+    sets it when a heartbeat reports the ask; a handler polls :meth:`is_set` or blocks in
+    :meth:`wait` (a thread), or an ``async def`` handler is cancelled outright."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"CancelToken(set={self.is_set()})"
 
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """One claimed attempt. ``attempt`` is the fencing token every later call presents."""
+    """One claimed attempt. ``attempt`` is the fencing token every later call presents;
+    ``cancel`` is set when the job is asked to stop (not part of equality)."""
 
     queue: str
     id: str
@@ -52,6 +98,7 @@ class Lease:
     payload: bytes
     lane: str | None
     deadline_ms: int
+    cancel: CancelToken = field(default_factory=CancelToken, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

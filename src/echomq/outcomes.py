@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 # process-wide `random` state its users and their test tools rely on.
 _rng = random.Random()
 
-__all__ = ["Ack", "Backoff", "BackoffPolicy", "Defer", "Outcome"]
+__all__ = ["Ack", "Backoff", "BackoffPolicy", "Defer", "Outcome", "as_outcome"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,20 @@ class Backoff:
 
 
 Outcome = Ack | Defer | Backoff | None
+
+
+def as_outcome(value: object) -> Outcome:
+    """A handler's return value as its outcome: an outcome stays itself; bytes complete
+    with those bytes as the result; a ``dict``, ``list``, ``str``, number or bool completes
+    with its JSON (UTF-8) as the result (``json.loads(await q.result(id))`` reads it back).
+    Anything else is a TypeError (a handler's mistake, logged by the consumer)."""
+    if value is None or isinstance(value, Ack | Defer | Backoff):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return Ack(result=bytes(value))
+    if isinstance(value, dict | list | str | int | float | bool):
+        return Ack(result=json.dumps(value, separators=(",", ":")).encode())
+    raise TypeError(f"handler returned {value!r}; expected Ack, Defer, Backoff, bytes or JSON")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

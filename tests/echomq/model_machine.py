@@ -4,7 +4,9 @@ real server (single or cluster), checked against ``model_ref.Ref`` after every s
 Every state is reached: pending, active, delayed, done, dead (by failure exhaustion and
 by reaping expired leases past the limit); fair and serial lanes; delayed admission;
 ``enqueue_many``; the consumers' batched settle path (``complete_batch`` + claim + peek
-in one flush); retention (``trim``), ``purge_dead`` and ``requeue_dead``.
+in one flush); retention (``trim``), ``purge_dead`` and ``requeue_dead``; cancellation of
+pending, delayed and active jobs (then ended cancelled by complete, retry or reap),
+progress reports fenced by the attempt, and results read back (done, dead, cancelled).
 
 Leases expire and delays come due on the server's own clock: a short lease (or delay)
 is a few milliseconds, and the machine polls the server's ``TIME`` until it has passed
@@ -22,18 +24,25 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import hypothesis.strategies as st
+import pytest
 import redis
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from redis.cluster import ClusterNode, RedisCluster
 
 from echomq import (
+    CancelOutcome,
     ClusterConnector,
     Completion,
     Connector,
+    JobCancelled,
+    JobFailed,
+    JobNotFound,
     Lease,
+    ProgressOutcome,
     ProtocolVersionError,
     Queue,
     QueueOptions,
+    ResultTimeout,
     RetryOutcome,
     Verdict,
     generate,
@@ -44,15 +53,16 @@ from echomq.handling import call_handler
 from echomq.hooks import Hooks
 from echomq.outcomes import Backoff
 from echomq.schedules import Schedule, decode_schedule
-from tests.echomq.model_ref import NOW, Ref
+from echomq.scripts import bundle
+from tests.echomq.model_ref import NOW, SET_OF, Ref
 
 MAX_ATTEMPTS = 2
 LONG = 600_000
 SHORT = 2  # ms: a lease or delay the machine then waits out on the server clock
 TICK = 3_600_000  # ms between the model schedule's ticks (an example takes far less)
 CAP = 10  # live jobs per example: small, so jobs go round many times
-LANES = [None, "f", "g", "s"]
-CALLS = ["heartbeat", "complete", "complete_many", "retry", "defer"]  # f, g: fair lanes; s: a serial lane
+LANES = [None, "f", "g", "s"]  # f, g: fair lanes; s: a serial lane
+CALLS = ["heartbeat", "complete", "complete_many", "retry", "defer", "progress"]
 _names = itertools.count()
 
 REACH = frozenset({
@@ -75,6 +85,10 @@ REACH = frozenset({
     "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
     # upkeep: promote, retention, dead jobs
     "promoted", "done purged", "dead purged", "dead requeued", "retention kept young rows",
+    # cancellation, progress and results (decision 0022)
+    "cancelled pending", "cancelled delayed", "cancel asked", "cancelled by complete",
+    "cancelled by retry", "cancelled by reap", "progress recorded", "stale progress refused",
+    "result done", "result dead", "result cancelled", "result not ended",
 })
 """What every full run must reach (the test asserts it from ``QueueMachine.reached``)."""
 GATE_REACH = frozenset({"paused claim", "queue rate held", "lane rate held"})
@@ -126,6 +140,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.q_drop = Queue(self.conn, self.name, options=QueueOptions(**(opts | {"keep_done_ms": 0})))
         self.q_short = Queue(self.conn, self.name,
                              options=QueueOptions(**(opts | {"keep_done_ms": 1, "keep_dead_ms": 1})))
+        # Every script in the server's cache first: a NOSCRIPT answer makes a flush send the
+        # unanswered calls again after the rest (connector.flush), so a settle's claim could
+        # run before its own completions, an order the model does not follow.
+        for script in bundle().values():
+            self.conn.load(script)
         self.ref = Ref(max_attempts=MAX_ATTEMPTS)
         self.leases: list[Lease] = []
         self.refused: set[str] = set()  # ids refused by kind: must never exist
@@ -326,6 +345,10 @@ class QueueMachine(RuleBasedStateMachine):
         for _ in range(2 * CAP):
             leases = self._claim(1, LONG)
             if not leases or self._retry(leases[0], True, 0) is RetryOutcome.DEAD:
+                if leases:  # a dead job's result is its error
+                    with pytest.raises(JobFailed, match="boom"):
+                        self.q.result(leases[0].id, timeout=0)
+                    self.ref.seen["result dead"] += 1
                 return
 
     @op(when=lambda self: bool(self.ref.ids("pending")))
@@ -418,6 +441,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert got is not None and t0 + lease_ms <= got <= t1 + lease_ms
         job = self.ref.jobs[lease.id]
+        assert got.cancel == job.cancel  # the beat tells a running attempt it was asked to stop
         job.deadline = got
         if short:
             self.wait_past(got)
@@ -433,6 +457,9 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.q.complete_many([lease]) == [Completion.STALE]
         elif call == "retry":
             assert self.q.retry(lease, delay_ms=0, error="zombie") is RetryOutcome.STALE
+        elif call == "progress":
+            assert self.q.report_progress(lease, b"zombie") is ProgressOutcome.STALE
+            self.ref.seen["stale progress refused"] += 1
         else:
             assert self.q.defer(lease, delay_ms=0) is RetryOutcome.STALE
 
@@ -487,7 +514,10 @@ class QueueMachine(RuleBasedStateMachine):
         t0 = self.now()
         got = (self.q if keep else self.q_drop).complete(lease, lease.id.encode())
         t1 = self.now()
-        assert got is self.ref.complete(lease.id, lease.attempt, keep, (t0, t1))
+        assert got is self.ref.complete(lease.id, lease.attempt, keep, (t0, t1), lease.id.encode())
+        if got is Completion.COMPLETED and keep:  # the result is kept with the row
+            assert self.q.result(lease.id, timeout=0) == lease.id.encode()
+            self.ref.seen["result done"] += 1
 
     @op(2, when=lambda self: self.leases, data=st.data(), keep=st.booleans())
     def complete_many(self, data: st.DataObject, keep: bool) -> None:
@@ -563,7 +593,8 @@ class QueueMachine(RuleBasedStateMachine):
             self._delayed(lease.id, delay, t0, t1)
         q = self.queue_of(lease.id)
         assert self.raw.zscore(q.keys["active"], lease.id) is None  # the lease is back now
-        assert parse_failure(self.raw.hget(q.job_key(lease.id), "error")).type == "HandlerTimeout"
+        if got is not RetryOutcome.CANCELLED:  # a job asked to stop ends cancelled instead
+            assert parse_failure(self.raw.hget(q.job_key(lease.id), "error")).type == "HandlerTimeout"
         self.ref.seen["handler timeout handed back"] += 1
 
     @op(2, when=lambda self: self.live() < CAP, data=st.data(), back=st.integers(0, 3),
@@ -639,12 +670,109 @@ class QueueMachine(RuleBasedStateMachine):
         assert got == Gate(paused=self.ref.paused, rate=rate, lane_rate=lane_rate)
         self.ref.set_limits(most and (most, self.window), lane_most and (lane_most, self.window))
 
+    # ------------------------------------------- cancellation, progress, results
+    @op(when=lambda self: self.ref.jobs, data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """Cancel some known ids (any state; active ones most often) and an unknown one:
+        one outcome each, in order, in one script."""
+        known = sorted(self.ref.jobs)
+        active = [i for i in known if self.ref.jobs[i].state == "active"]
+        pool = st.sampled_from(active) if active and data.draw(st.booleans()) else st.sampled_from(known)
+        ids = data.draw(st.lists(pool, min_size=1, max_size=3, unique=True))
+        if data.draw(st.booleans()):
+            ids.append(generate("JOB"))
+        t0 = self.now()
+        got = self.q.cancel(ids)
+        t1 = self.now()
+        assert got == self.ref.cancel(ids, (t0, t1))
+        assert all(o is not CancelOutcome.LEFT for o, i in zip(got, ids, strict=True)
+                   if i in self.ref.jobs and self.ref.jobs[i].state in ("pending", "delayed"))
+
+    @op(when=lambda self: self.live() < CAP, data=st.data(), lane=st.sampled_from(LANES),
+        ends=st.permutations(["complete", "complete_many", "retry", "defer", "reap"]))
+    def cancel_running(self, data: st.DataObject, lane: str | None, ends: list[str]) -> None:
+        """For each way an attempt ends, a job of its own: claim it, ask it to stop, see its
+        beat and its progress report say so, end the attempt that way: the job ends
+        cancelled whichever way, never done nor run again, and its result says so."""
+        for end in ends:
+            self._cancel_running(data, lane, end)
+
+    def _cancel_running(self, data: st.DataObject, lane: str | None, end: str) -> None:
+        jid = generate("JOB")
+        assert self.q.admit(jid, jid.encode(), lane=lane, serial=lane == "s") is Verdict.ENQUEUED
+        self.ref.admit(jid, jid.encode(), lane, lane == "s")
+        leases = self._claim_exactly(jid, LONG)
+        if not leases:  # its serial lane is held by another job: cancel it while it waits
+            t0 = self.now()
+            assert self.q.cancel([jid]) == self.ref.cancel([jid], (t0, self.now()))
+            return
+        lease = leases[0]
+        report = data.draw(st.binary(max_size=4))
+        assert self.q.report_progress(lease, report) is self.ref.progress(lease.id, lease.attempt, report)
+        t0 = self.now()
+        assert self.q.cancel([lease.id]) == [CancelOutcome.ASKED]
+        self.ref.cancel([lease.id], (t0, self.now()))
+        beat = self.q.heartbeat(lease, lease_ms=LONG)
+        assert beat is not None and beat.cancel
+        self.ref.jobs[lease.id].deadline = beat
+        assert self.q.report_progress(lease, report) is ProgressOutcome.STOP
+        assert self.ref.progress(lease.id, lease.attempt, report) is ProgressOutcome.STOP
+        t0 = self.now()
+        if end == "complete":
+            got: object = self.q.complete(lease, b"ignored")
+            assert got is self.ref.complete(lease.id, lease.attempt, True, (t0, self.now()))
+        elif end == "complete_many":
+            got = self.q.complete_many([lease])
+            assert got == [self.ref.complete(lease.id, lease.attempt, True, (t0, self.now()))]
+        elif end in ("retry", "defer"):
+            self._retry(lease, end == "retry", data.draw(st.sampled_from([0, SHORT])))
+        else:
+            beat = self.q.heartbeat(lease, lease_ms=SHORT)
+            assert beat is not None
+            self.wait_past(beat)
+            self.ref.jobs[lease.id].deadline, self.ref.jobs[lease.id].expired = beat, True
+            self._reap()
+        assert self.ref.jobs[lease.id].state == "cancelled"
+        self.ref.seen["result cancelled"] += 1
+        with pytest.raises(JobCancelled):
+            self.q.result(lease.id, timeout=0)
+
+    @op(when=lambda self: self.leases, data=st.data())
+    def progress(self, data: st.DataObject) -> None:
+        lease = self.pick(data)
+        report = data.draw(st.binary(max_size=8))
+        expect = self.ref.progress(lease.id, lease.attempt, report)
+        assert self.q.report_progress(lease, report) is expect
+
+    @op(when=lambda self: self.ref.jobs or self.ref.gone, data=st.data())
+    def result(self, data: st.DataObject) -> None:
+        """Read a result once (timeout 0): done gives the bytes, dead its error, cancelled
+        says so, not ended is a timeout, a deleted row is not found."""
+        groups = [g for g in ([i for i, j in self.ref.jobs.items() if j.state == "done"],
+                              sorted(self.ref.jobs), sorted(self.ref.gone)) if g]
+        jid = data.draw(st.sampled_from(data.draw(st.sampled_from(groups))))
+        job = self.ref.jobs.get(jid)
+        if job is None:
+            with pytest.raises(JobNotFound):
+                self.q.result(jid, timeout=0)
+            return
+        expect: type[Exception] | None = {"dead": JobFailed, "cancelled": JobCancelled,
+                                          "done": None}.get(job.state, ResultTimeout)
+        ended = job.state in ("done", "dead", "cancelled")
+        self.ref.seen[f"result {job.state if ended else 'not ended'}"] += 1
+        if expect is None:
+            assert self.q.result(jid, timeout=0) == (job.result or b"")
+        else:
+            with pytest.raises(expect):
+                self.q.result(jid, timeout=0)
+
     # ------------------------------------------------------------------ upkeep
     def _reap(self) -> tuple[int, int]:
         t0 = self.now()
         got = self.q.reap()
         t1 = self.now()
-        assert got == self.ref.reap((t0, t1))
+        requeued, dead, cancelled = self.ref.reap((t0, t1))
+        assert got == (requeued, dead) and got.cancelled == cancelled  # type: ignore[attr-defined]
         return got
 
     @op(2)
@@ -671,7 +799,7 @@ class QueueMachine(RuleBasedStateMachine):
             j.state in ("done", "dead") for j in self.ref.jobs.values())
         if not expire:
             return
-        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead")]
+        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead", "cancelled")]
         if times:
             self.wait_past(max(times) + 1)
         batch = self.q_short.options.reap_batch
@@ -751,24 +879,29 @@ class QueueMachine(RuleBasedStateMachine):
         rows = dict(zip(ids, replies[8: 8 + len(ids)], strict=True))
         assert not any(replies[8 + len(ids):]), "a deleted or refused id has a row"
         for state, members in sets.items():
-            assert sorted(members) == ref.ids(state), state
+            assert sorted(members) == ref.members(state), state
             ref.seen[state] += bool(members)
         for jid, job in ref.jobs.items():
-            row = {f.decode(): v.decode() for f, v in rows[jid].items() if f != b"payload"}
-            # A done row drops its payload (decision 0010); every other state keeps it.
-            assert rows[jid].get(b"payload") == (None if job.state == "done" else job.payload)
+            row = {f.decode(): v.decode() for f, v in rows[jid].items()
+                   if f not in (b"payload", b"progress", b"result")}
+            # A done or cancelled row drops its payload (decisions 0010, 0022); others keep it.
+            assert rows[jid].get(b"payload") == (
+                None if job.state in ("done", "cancelled") else job.payload)
+            assert rows[jid].get(b"result") == job.result, (jid, job)
+            assert rows[jid].get(b"progress") == job.progress, (jid, job)
+            assert (b"cancel" in rows[jid]) == job.cancel, (jid, job)
             assert row["state"] == job.state, (jid, row, job)
             assert int(row["attempts"]) == job.attempts, (jid, row, job)
             assert int(row.get("failures", 0)) == job.failures, (jid, row, job)
             assert row.get("lane") == job.lane
-            score = sets[job.state][jid]
+            score = sets[SET_OF[job.state]][jid]
             if job.state == "pending":
                 assert score == job.score, (jid, score, job)
             elif job.state == "active":
                 assert score == job.deadline
             elif job.state == "delayed":
                 assert job.due_known and score == job.due, (jid, score, job)
-            elif job.state in ("done", "dead"):
+            elif job.state in ("done", "dead", "cancelled"):
                 assert job.at[0] <= score <= job.at[1], (jid, score, job)
                 job.at_exact = score
         assert {a.decode(): _int(b) for a, b in lanes.items()} == ref.lanes
@@ -786,4 +919,4 @@ class QueueMachine(RuleBasedStateMachine):
             assert logs == ref.llog, (logs, ref.llog)
         stats = self.q.stats()
         assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead) == tuple(
-            len(ref.ids(s)) for s in ("pending", "active", "delayed", "done", "dead"))
+            len(ref.members(s)) for s in ("pending", "active", "delayed", "done", "dead"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from echomq import Completion, RetryOutcome
+from echomq import CancelOutcome, Completion, ProgressOutcome, RetryOutcome
 from echomq.gate import PRIORITY_AGE
 
 NOW = -1  # a log entry written by the claim being modelled: its time is the claim's own now
@@ -28,7 +28,7 @@ class Job:
     serial: bool = False
     max: int | None = None
     prio: int = 0
-    state: str = "pending"  # pending | active | delayed | done | dead
+    state: str = "pending"  # pending | active | delayed | done | dead | cancelled (done set)
     attempts: int = 0
     failures: int = 0
     score: int = 0  # pending: the fair-lane start tag (0 without a lane or as the lane's head)
@@ -39,6 +39,13 @@ class Job:
     ripe: bool = False  # delayed, and the server clock is past the due time
     at: tuple[int, int] = (0, 0)  # done/dead: bracket of the entry time (server ms)
     at_exact: int | None = None
+    cancel: bool = False  # a cancel was asked while it ran: every end of the attempt cancels
+    result: bytes | None = None  # what the completing attempt left in the row
+    progress: bytes | None = None  # the last report of an attempt holding a live lease
+
+
+SET_OF = {"pending": "pending", "active": "active", "delayed": "delayed", "done": "done",
+          "dead": "dead", "cancelled": "done"}
 
 
 @dataclass
@@ -62,6 +69,10 @@ class Ref:
     # ------------------------------------------------------------------ views
     def ids(self, state: str) -> list[str]:
         return sorted(i for i, j in self.jobs.items() if j.state == state)
+
+    def members(self, zset: str) -> list[str]:
+        """The ids in one of the five state sets: the done set holds cancelled rows too."""
+        return sorted(i for i, j in self.jobs.items() if SET_OF[j.state] == zset)
 
     def pending_order(self) -> list[str]:
         return [i for _, i in sorted((j.score, i) for i, j in self.jobs.items()
@@ -208,13 +219,19 @@ class Ref:
         self.qlog.clear()
         self.llog.clear()
 
-    def complete(self, jid: str, attempt: int, keep: bool, at: tuple[int, int]) -> Completion:
+    def complete(self, jid: str, attempt: int, keep: bool, at: tuple[int, int],
+                 result: bytes = b"") -> Completion:
         if not self.holds(jid, attempt):
             return Completion.STALE
         self.release(jid)
+        if self.jobs[jid].cancel:  # asked to stop: cancelled, kept whatever keep says
+            self._finish(jid, "cancelled", at)
+            self.seen["cancelled by complete"] += 1
+            return Completion.CANCELLED
         self.seen["done" if keep else "done and deleted at once"] += 1
         if keep:
             self._finish(jid, "done", at)
+            self.jobs[jid].result = result or None
         else:
             del self.jobs[jid]
             self.gone.add(jid)
@@ -225,6 +242,11 @@ class Ref:
         if not self.holds(jid, attempt):
             return RetryOutcome.STALE
         job = self.jobs[jid]
+        if job.cancel:
+            self.release(jid)
+            self._finish(jid, "cancelled", at)
+            self.seen["cancelled by retry"] += 1
+            return RetryOutcome.CANCELLED
         if fail:
             job.failures += 1
             if job.failures >= self._limit(job):
@@ -238,12 +260,18 @@ class Ref:
             self.pend(jid, head=self._head(jid))
         return RetryOutcome.SCHEDULED
 
-    def reap(self, at: tuple[int, int]) -> tuple[int, int]:
+    def reap(self, at: tuple[int, int]) -> tuple[int, int, int]:
         expired = sorted((j.deadline, i) for i, j in self.jobs.items()
                          if j.state == "active" and j.expired)
-        requeued = dead = 0
+        requeued = dead = cancelled = 0
         for _, jid in expired:
             job = self.jobs[jid]
+            if job.cancel:
+                self.release(jid)
+                self._finish(jid, "cancelled", at)
+                self.seen["cancelled by reap"] += 1
+                cancelled += 1
+                continue
             job.failures += 1
             if job.failures >= self._limit(job):
                 self.release(jid)
@@ -254,7 +282,33 @@ class Ref:
                 self.seen["expired lease requeued"] += 1
                 self.pend(jid, head=self._head(jid))
                 requeued += 1
-        return requeued, dead
+        return requeued, dead, cancelled
+
+    def cancel(self, ids: list[str], at: tuple[int, int]) -> list[CancelOutcome]:
+        out = []
+        for jid in ids:
+            job = self.jobs.get(jid)
+            if job is not None and job.state in ("pending", "delayed"):
+                self.seen[f"cancelled {job.state}"] += 1
+                self.release(jid)
+                self._finish(jid, "cancelled", at)
+                out.append(CancelOutcome.CANCELLED)
+            elif job is not None and job.state == "active":
+                self.seen["cancel asked"] += 1
+                job.cancel = True
+                out.append(CancelOutcome.ASKED)
+            else:
+                out.append(CancelOutcome.LEFT)
+        return out
+
+    def progress(self, jid: str, attempt: int, report: bytes) -> ProgressOutcome:
+        if not self.holds(jid, attempt):
+            self.seen["stale progress refused"] += 1
+            return ProgressOutcome.STALE
+        job = self.jobs[jid]
+        job.progress = report
+        self.seen["progress recorded"] += 1
+        return ProgressOutcome.STOP if job.cancel else ProgressOutcome.RECORDED
 
     def promote(self) -> int:
         ripe = sorted((j.due, i) for i, j in self.jobs.items() if j.state == "delayed" and j.ripe)
@@ -265,7 +319,7 @@ class Ref:
 
     def finished_order(self, state: str) -> list[str]:
         """Ids in ``state`` (done or dead) in the set's order: entry time, then id."""
-        rows = [(j.at_exact, i) for i, j in self.jobs.items() if j.state == state]
+        rows = [(j.at_exact, i) for i, j in self.jobs.items() if SET_OF[j.state] == state]
         assert all(at is not None for at, _ in rows), "entry times are pinned by the invariant"
         return [i for _, i in sorted(rows)]  # type: ignore[type-var]
 

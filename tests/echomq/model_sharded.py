@@ -53,6 +53,9 @@ class ShardedRef:
     def ids(self, state: str) -> list[str]:
         return sorted(i for r in self.refs for i in r.ids(state))
 
+    def members(self, zset: str) -> list[str]:
+        return sorted(i for r in self.refs for i in r.members(zset))
+
     def admit(self, jid: str, payload: bytes, lane: str | None = None, serial: bool = False,
               max_attempts: int | None = None, delayed: bool = False, prio: int = 0) -> bool:
         self.home.setdefault(jid, self.route(jid, lane))
@@ -65,15 +68,22 @@ class ShardedRef:
     def holds(self, jid: str, attempt: int) -> bool:
         return self.of(jid).holds(jid, attempt)
 
-    def complete(self, jid: str, attempt: int, keep: bool, at: tuple[int, int]) -> Any:
-        return self.of(jid).complete(jid, attempt, keep, at)
+    def complete(self, jid: str, attempt: int, keep: bool, at: tuple[int, int],
+                 result: bytes = b"") -> Any:
+        return self.of(jid).complete(jid, attempt, keep, at, result)
+
+    def cancel(self, ids: list[str], at: tuple[int, int]) -> list[Any]:
+        return [self.of(i).cancel([i], at)[0] for i in ids]
+
+    def progress(self, jid: str, attempt: int, report: bytes) -> Any:
+        return self.of(jid).progress(jid, attempt, report)
 
     def retry(self, jid: str, attempt: int, fail: bool, delay: bool, at: tuple[int, int]) -> Any:
         return self.of(jid).retry(jid, attempt, fail, delay, at)
 
-    def reap(self, at: tuple[int, int]) -> tuple[int, int]:
+    def reap(self, at: tuple[int, int]) -> tuple[int, int, int]:
         got = [r.reap(at) for r in self.refs]
-        return (sum(g[0] for g in got), sum(g[1] for g in got))
+        return (sum(g[0] for g in got), sum(g[1] for g in got), sum(g[2] for g in got))
 
     def promote(self) -> int:
         return sum(r.promote() for r in self.refs)
@@ -260,7 +270,7 @@ class ShardedMachine(QueueMachine):
             j.state in ("done", "dead") for j in self.ref.jobs.values())
         if not expire:
             return
-        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead")]
+        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead", "cancelled")]
         if times:
             self.wait_past(max(times) + 1)
         batch = self.q_short.options.reap_batch
@@ -278,4 +288,4 @@ class ShardedMachine(QueueMachine):
             self.q, self.ref = saved, saved_ref
         stats = self.sq.stats()
         assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead) == tuple(
-            len(self.ref.ids(s)) for s in ("pending", "active", "delayed", "done", "dead"))
+            len(self.ref.members(s)) for s in ("pending", "active", "delayed", "done", "dead"))

@@ -8,7 +8,7 @@ import json
 import pytest
 import redis
 
-from echomq import AsyncQueue, InvalidJobId, QueueOptions, generate
+from echomq import AsyncQueue, CancelOutcome, InvalidJobId, QueueOptions, generate
 from echomq.dashboard.charts import Series, line_chart
 from echomq.dashboard.history import percentile
 from echomq.dashboard.render import duration, payload_preview
@@ -48,8 +48,8 @@ async def test_purge_deletes_only_named_jobs_of_that_state(queue: AsyncQueue, ra
     assert assert_consistent(raw, queue.name) == {dead[1]: "dead", waiting: "pending"}
 
 
-async def test_cancel_deletes_waiting_jobs_and_frees_a_held_serial_lane(queue: AsyncQueue,
-                                                                      raw: redis.Redis) -> None:
+async def test_cancel_ends_waiting_jobs_cancelled_and_frees_a_held_serial_lane(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
     first, second, later, running = (generate("JOB") for _ in range(4))
     await queue.admit(first, b"1", lane="p1", serial=True)
     await queue.admit(second, b"2", lane="p1", serial=True)
@@ -59,10 +59,14 @@ async def test_cancel_deletes_waiting_jobs_and_frees_a_held_serial_lane(queue: A
     assert set(leases) == {running, first}  # second waits behind its serial lane
     # first fails and comes back to pending still holding its serial lane
     await queue.retry(leases[first], delay_ms=0, error="E: again")
-    assert await queue.cancel([first, later, running]) == 2  # the active one is skipped
-    assert await queue.job(first) is None and await queue.job(later) is None
-    assert (await queue.job(running) or {})["state"] == b"active"
-    assert assert_consistent(raw, queue.name) == {running: "active", second: "pending"}
+    assert await queue.cancel([first, later, running]) == [
+        CancelOutcome.CANCELLED, CancelOutcome.CANCELLED, CancelOutcome.ASKED]
+    for jid in (first, later):  # kept as cancelled rows in the done set, payload dropped
+        row = await queue.job(jid) or {}
+        assert row["state"] == b"cancelled" and b"payload" not in row
+    assert (await queue.job(running) or {})["state"] == b"active"  # asked to stop, still running
+    assert assert_consistent(raw, queue.name) == {running: "active", second: "pending",
+                                                  first: "done", later: "done"}
     # the lane is free: its next job can be claimed
     claimed = [x.id for x in await queue.claim(5, lease_ms=60_000)]
     assert second in claimed

@@ -93,6 +93,12 @@ BAD: dict[str, list[Case]] = {
              lambda q, x: q.peek("pending", 10**6), lambda q, x: q.peek("pending", 1, start=-1)],
     "set_limits": [lambda q, x: q.set_limits(rate=(3, 1000)),
                    lambda q, x: q.set_limits(lane_rate=RateLimit(101, 1000))],
+    "result": [lambda q, x: q.result("nope"), lambda q, x: q.result(x.id, timeout=-1),
+               lambda q, x: q.result(x.id, timeout=10**6), lambda q, x: q.result(x.id, timeout="1")],
+    "progress": [lambda q, x: q.progress("nope")],
+    "report_progress": [lambda q, x: q.report_progress(x, "text"),
+                        lambda q, x: q.report_progress(x, b"x" * 65_537),
+                        lambda q, x: q.report_progress(_lease(q.name, "other"), b"")],
     # enqueue_many/admit_many report bad items in place (asserted below); no argument-less
     # method has a bad call.
     "enqueue_many": [], "admit_many": [], "fence": [], "pending_size": [], "promote": [],
@@ -123,6 +129,9 @@ GOOD: dict[str, Case] = {
     "purge": lambda q, x: q.purge("dead", [x.id]),
     "cancel": lambda q, x: q.cancel([x.id]),
     "park": lambda q, x: q.park("t1", lease_ms=100, ttl_ms=100),
+    "result": lambda q, x: q.result(x.id, timeout=1),
+    "progress": lambda q, x: q.progress(x.id),
+    "report_progress": lambda q, x: q.report_progress(x, b"half"),
     "fence": lambda q, x: q.fence(),
     "pending_size": lambda q, x: q.pending_size(),
     "promote": lambda q, x: q.promote(),

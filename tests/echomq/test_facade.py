@@ -33,6 +33,9 @@ EXPORTED = [
     "reshard", "reshard_async",
     # handler timeouts and hooks (docs/features.md)
     "HandlerTimeout", "Hooks",
+    # results, progress and cancellation (decision 0022)
+    "CancelOutcome", "CancelToken", "ProgressOutcome", "JobCancelled", "JobFailed", "JobNotFound",
+    "ResultTimeout",
 ]
 # Public subpackages a user imports by name (``from echomq import dashboard``), each with
 # its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.

@@ -78,8 +78,8 @@ def test_builders_put_every_argument_where_the_header_names_it() -> None:
     assert call.named() == {
         "active": k.active, "job": k.job(job), "delayed": k.delayed, "dead": k.dead,
         "inflight": k.inflight, "pending": k.pending, "lanes": k.lanes, "meta": k.meta,
-        "wake": k.wake, "id": job, "attempt": 3, "delay_ms": 5, "max_attempts": 7,
-        "error": "boom", "mode": "fail"}
+        "wake": k.wake, "done": k.done, "finished": k.finished, "id": job, "attempt": 3,
+        "delay_ms": 5, "max_attempts": 7, "error": "boom", "mode": "fail"}
     claim = p.claim(k, [job.encode()], count=1, lease_ms=100)
     assert claim.named()["jobs"] == [k.job(job)] and claim.named()["ids"] == [job.encode()]
     batch = p.complete_batch(k, [(lease, b"r")], keep_ms=0)

@@ -19,12 +19,24 @@ from collections.abc import Iterable, Sequence
 from echomq import handoff as h
 from echomq import protocol as p
 from echomq._async.memory import typed_refusals
+from echomq._async.results import read_progress, wait_result
 from echomq._async.seam import Reply, ScriptConnector, WakeSubscription
 from echomq._async.upkeep import AsyncUpkeep
 from echomq.decoders import text
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable
 from echomq.gate import Claimed, Gate, RateLimit, check_lane_rate, check_priority, decode_gate
-from echomq.model import PROTOCOL, Completion, JobView, Lease, QueueOptions, RetryOutcome, Stats, Verdict
+from echomq.model import (
+    PROTOCOL,
+    CancelOutcome,
+    Completion,
+    JobView,
+    Lease,
+    ProgressOutcome,
+    QueueOptions,
+    RetryOutcome,
+    Stats,
+    Verdict,
+)
 from echomq.protocol import Bulk, Call
 from echomq.replies import reply_code
 from echomq.scripts import Script
@@ -319,13 +331,15 @@ class AsyncQueue:
         self.k.job(lease.id)
         return lease
 
-    async def heartbeat(self, lease: Lease, *, lease_ms: int) -> int | None:
-        """Extend ``lease``; returns the new deadline (server ms) or None if the lease is lost."""
+    async def heartbeat(self, lease: Lease, *, lease_ms: int) -> p.Deadline | None:
+        """Extend ``lease``; returns the new deadline (server ms) or None if the lease is lost.
+        The deadline's ``cancel`` is True when the job was asked to stop (``cancel``)."""
         p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
         call = p.heartbeat(self.k, self._lease(lease), lease_ms=lease_ms)
         return p.decode_deadline(await self._run(call))
 
-    async def heartbeat_many(self, leases: Sequence[Lease], *, lease_ms: int) -> list[int | None]:
+    async def heartbeat_many(self, leases: Sequence[Lease], *,
+                             lease_ms: int) -> list[p.Deadline | None]:
         """Extend many leases in one flush; one deadline or None per lease, in order."""
         p.check_int("lease_ms", lease_ms, 1, p.MAX_LEASE_MS)
         calls = [p.heartbeat(self.k, self._lease(x), lease_ms=lease_ms) for x in leases]
@@ -484,8 +498,9 @@ class AsyncQueue:
         """:meth:`AsyncUpkeep.purge`: delete the named done or dead jobs."""
         return await self.upkeep.purge(state, ids)
 
-    async def cancel(self, ids: Sequence[str]) -> int:
-        """:meth:`AsyncUpkeep.cancel`: delete the named waiting jobs."""
+    async def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
+        """:meth:`AsyncUpkeep.cancel`: one outcome per id (waiting ones cancelled now,
+        running ones asked to stop; decision 0022)."""
         return await self.upkeep.cancel(ids)
 
     async def pending_size(self) -> int:
@@ -497,3 +512,29 @@ class AsyncQueue:
     async def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
         """:meth:`AsyncUpkeep.browse`: a page of jobs in ``state`` with their rows."""
         return await self.upkeep.browse(state, offset=offset, limit=limit)
+
+    # ------------------------------------------------- results and progress
+    async def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100 (the API asks for timeout=)
+        """Wait until the job ends; its result (the bytes its handler returned; ``b""`` for
+        none). Wakes on the queue's ``finished`` channel, never by polling; no end between
+        the check and the wait is missed (docs/decisions/0022). ``timeout``: seconds,
+        0..86,400, None for no limit, 0 to look once.
+
+        Raises JobFailed (the job is dead; ``.error`` is its last error), JobCancelled,
+        ResultTimeout (not ended in time), JobNotFound (never admitted, or its row is not
+        kept: ``keep_done_ms=0`` keeps no result).
+        """
+        return await wait_result(self.connector, self.k, job_id, timeout)
+
+    async def progress(self, job_id: str) -> bytes | None:
+        """The last progress report of the job (kept with its row after it ends), or None
+        if it made none; JobNotFound when there is no such job."""
+        return await read_progress(self.connector, self.k, job_id)
+
+    async def report_progress(self, lease: Lease, report: bytes) -> ProgressOutcome:
+        """Record a progress report (bytes, at most 64 KiB) for a running attempt, fenced by
+        it (the ``progress`` script): STALE if the attempt no longer holds a live lease,
+        nothing written; STOP when recorded and the job was asked to stop (cancel)."""
+        data = self._result(report)
+        reply = p.decode_progress(await self._run(p.progress(self.k, self._lease(lease), data)))
+        return {1: ProgressOutcome.RECORDED, 2: ProgressOutcome.STOP}.get(reply, ProgressOutcome.STALE)

@@ -29,8 +29,18 @@ from echomq._async.cluster import AsyncClusterConnector
 from echomq._async.connector import AsyncConnector
 from echomq._async.queue import AsyncQueue
 from echomq._fan import fan_out_async, fan_out_each_async
-from echomq.errors import EchoMQError, InvalidArgument
-from echomq.model import Completion, JobView, Lease, QueueOptions, RetryOutcome, Stats, Verdict
+from echomq.errors import EchoMQError, InvalidArgument, JobNotFound
+from echomq.model import (
+    CancelOutcome,
+    Completion,
+    JobView,
+    Lease,
+    ProgressOutcome,
+    QueueOptions,
+    RetryOutcome,
+    Stats,
+    Verdict,
+)
 from echomq.protocol import STATES, Bulk
 from echomq.sharding import ShardLayout, record_key, refusals, translate
 
@@ -173,7 +183,7 @@ class AsyncShardedQueue:
                     raise
         return out
 
-    async def heartbeat(self, lease: Lease, *, lease_ms: int) -> int | None:
+    async def heartbeat(self, lease: Lease, *, lease_ms: int) -> p.Deadline | None:
         with refusals(self.name):
             return await self._of(lease).heartbeat(lease, lease_ms=lease_ms)
 
@@ -184,13 +194,13 @@ class AsyncShardedQueue:
         return groups
 
     async def heartbeat_many(self, leases: Sequence[Lease], *,
-                             lease_ms: int) -> list[int | None]:
+                             lease_ms: int) -> list[p.Deadline | None]:
         groups = sorted(self._by_shard(leases).items())
         with refusals(self.name):
             got = await fan_out_async([
                 partial(self.shards[s].heartbeat_many, [leases[i] for i in w], lease_ms=lease_ms)
                 for s, w in groups])
-        out: list[int | None] = [None] * len(leases)
+        out: list[p.Deadline | None] = [None] * len(leases)
         for (_, where), deadlines in zip(groups, got, strict=True):
             for i, d in zip(where, deadlines, strict=True):
                 out[i] = d
@@ -242,7 +252,8 @@ class AsyncShardedQueue:
 
     async def reap(self) -> tuple[int, int]:
         got = await self._each("reap")
-        return (sum(r[0] for r in got), sum(r[1] for r in got))
+        return p.Reaped(sum(r[0] for r in got), sum(r[1] for r in got),
+                        sum(getattr(r, "cancelled", 0) for r in got))
 
     async def trim(self) -> int:
         return sum(await self._each("trim"))
@@ -271,8 +282,31 @@ class AsyncShardedQueue:
     async def purge(self, state: str, ids: Sequence[str]) -> int:
         return sum(int(n) for n in await self._each("purge", state, ids))
 
-    async def cancel(self, ids: Sequence[str]) -> int:
-        return sum(await self._each("cancel", ids))
+    async def _holder(self, job_id: str) -> AsyncQueue:
+        """The shard whose keyspace holds ``job_id``'s row; JobNotFound if none does."""
+        self.shards[0].job_key(job_id)
+        rows: list[dict[str, bytes] | None] = await self._each("job", job_id)
+        for shard, row in zip(self.shards, rows, strict=True):
+            if row is not None:
+                return shard
+        raise JobNotFound(f"no job {job_id}: never admitted, or its row is gone", job_id=job_id)
+
+    async def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100
+        """As :meth:`AsyncQueue.result`, on the shard holding the job."""
+        return await (await self._holder(job_id)).result(job_id, timeout=timeout)
+
+    async def progress(self, job_id: str) -> bytes | None:
+        return await (await self._holder(job_id)).progress(job_id)
+
+    async def report_progress(self, lease: Lease, report: bytes) -> ProgressOutcome:
+        with refusals(self.name):
+            return await self._of(lease).report_progress(lease, report)
+
+    async def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
+        """One outcome per id: the shard holding the job answers; the others leave it."""
+        per_shard: list[list[CancelOutcome]] = await self._each("cancel", ids)
+        return [next((o for o in got if o is not CancelOutcome.LEFT), CancelOutcome.LEFT)
+                for got in zip(*per_shard, strict=True)]
 
     # -------------------------------------------------------------- inspection
     async def pending_size(self) -> int:

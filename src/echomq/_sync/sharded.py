@@ -30,8 +30,18 @@ from echomq._fan import fan_out, fan_out_each
 from echomq._sync.cluster import ClusterConnector
 from echomq._sync.connector import Connector
 from echomq._sync.queue import Queue
-from echomq.errors import EchoMQError, InvalidArgument
-from echomq.model import Completion, JobView, Lease, QueueOptions, RetryOutcome, Stats, Verdict
+from echomq.errors import EchoMQError, InvalidArgument, JobNotFound
+from echomq.model import (
+    CancelOutcome,
+    Completion,
+    JobView,
+    Lease,
+    ProgressOutcome,
+    QueueOptions,
+    RetryOutcome,
+    Stats,
+    Verdict,
+)
 from echomq.protocol import STATES, Bulk
 from echomq.sharding import ShardLayout, record_key, refusals, translate
 
@@ -174,7 +184,7 @@ class ShardedQueue:
                     raise
         return out
 
-    def heartbeat(self, lease: Lease, *, lease_ms: int) -> int | None:
+    def heartbeat(self, lease: Lease, *, lease_ms: int) -> p.Deadline | None:
         with refusals(self.name):
             return self._of(lease).heartbeat(lease, lease_ms=lease_ms)
 
@@ -185,13 +195,13 @@ class ShardedQueue:
         return groups
 
     def heartbeat_many(self, leases: Sequence[Lease], *,
-                             lease_ms: int) -> list[int | None]:
+                             lease_ms: int) -> list[p.Deadline | None]:
         groups = sorted(self._by_shard(leases).items())
         with refusals(self.name):
             got = fan_out([
                 partial(self.shards[s].heartbeat_many, [leases[i] for i in w], lease_ms=lease_ms)
                 for s, w in groups])
-        out: list[int | None] = [None] * len(leases)
+        out: list[p.Deadline | None] = [None] * len(leases)
         for (_, where), deadlines in zip(groups, got, strict=True):
             for i, d in zip(where, deadlines, strict=True):
                 out[i] = d
@@ -243,7 +253,8 @@ class ShardedQueue:
 
     def reap(self) -> tuple[int, int]:
         got = self._each("reap")
-        return (sum(r[0] for r in got), sum(r[1] for r in got))
+        return p.Reaped(sum(r[0] for r in got), sum(r[1] for r in got),
+                        sum(getattr(r, "cancelled", 0) for r in got))
 
     def trim(self) -> int:
         return sum(self._each("trim"))
@@ -272,8 +283,31 @@ class ShardedQueue:
     def purge(self, state: str, ids: Sequence[str]) -> int:
         return sum(int(n) for n in self._each("purge", state, ids))
 
-    def cancel(self, ids: Sequence[str]) -> int:
-        return sum(self._each("cancel", ids))
+    def _holder(self, job_id: str) -> Queue:
+        """The shard whose keyspace holds ``job_id``'s row; JobNotFound if none does."""
+        self.shards[0].job_key(job_id)
+        rows: list[dict[str, bytes] | None] = self._each("job", job_id)
+        for shard, row in zip(self.shards, rows, strict=True):
+            if row is not None:
+                return shard
+        raise JobNotFound(f"no job {job_id}: never admitted, or its row is gone", job_id=job_id)
+
+    def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100
+        """As :meth:`Queue.result`, on the shard holding the job."""
+        return (self._holder(job_id)).result(job_id, timeout=timeout)
+
+    def progress(self, job_id: str) -> bytes | None:
+        return (self._holder(job_id)).progress(job_id)
+
+    def report_progress(self, lease: Lease, report: bytes) -> ProgressOutcome:
+        with refusals(self.name):
+            return self._of(lease).report_progress(lease, report)
+
+    def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
+        """One outcome per id: the shard holding the job answers; the others leave it."""
+        per_shard: list[list[CancelOutcome]] = self._each("cancel", ids)
+        return [next((o for o in got if o is not CancelOutcome.LEFT), CancelOutcome.LEFT)
+                for got in zip(*per_shard, strict=True)]
 
     # -------------------------------------------------------------- inspection
     def pending_size(self) -> int:

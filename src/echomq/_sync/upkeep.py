@@ -24,7 +24,7 @@ from echomq._sync.memory import memory_status
 from echomq._sync.seam import Reply, ScriptConnector
 from echomq.errors import InvalidArgument
 from echomq.memory import MemoryStatus
-from echomq.model import JobView, QueueOptions, Stats
+from echomq.model import CancelOutcome, JobView, QueueOptions, Stats
 from echomq.protocol import STATES, Bulk, Call
 
 __all__ = ["STATES", "Upkeep"]
@@ -72,10 +72,12 @@ class Upkeep:
         return p.decode_count(self._run(p.promote(self.k, ids)))
 
     def reap(self) -> tuple[int, int]:
-        """Re-expose jobs whose lease expired; returns (requeued, dead). Bounded per call."""
+        """Re-expose jobs whose lease expired; returns (requeued, dead), a
+        :class:`~echomq.protocol.Reaped` whose ``cancelled`` counts the expired jobs that had
+        been asked to stop (they end cancelled). Bounded per call."""
         ids = self._peek("active", self.options.reap_batch)
         if not ids:
-            return (0, 0)
+            return p.Reaped(0, 0)
         call = p.reap(self.k, ids, max_attempts=self.options.max_attempts)
         return p.decode_reap(self._run(call))
 
@@ -127,10 +129,14 @@ class Upkeep:
         call = p.purge(self.k, state, self._named(ids), min_age_ms=0)
         return p.decode_bulk(self._run(call))
 
-    def cancel(self, ids: Sequence[str]) -> int:
-        """Delete the named jobs that are still waiting (pending or delayed; the ``cancel``
-        script); active and finished jobs are skipped. Returns how many went."""
-        return p.decode_count(self._run(p.cancel(self.k, self._named(ids))))
+    def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
+        """Cancel the named jobs, one outcome per id in order (the ``cancel`` script, one
+        step): a waiting job (pending or delayed) ends ``cancelled`` now (CANCELLED); a
+        running one is asked to stop (ASKED): its attempt learns it at its next heartbeat
+        or progress report and, however that attempt ends, the job ends ``cancelled``,
+        never done; a finished or unknown job is LEFT as it is. A cancelled row is kept
+        in the done set for ``keep_done_ms`` (docs/decisions/0022)."""
+        return p.decode_cancels(self._run(p.cancel(self.k, self._named(ids))))
 
     # -------------------------------------------------------------- inspection
     def pending_size(self) -> int:

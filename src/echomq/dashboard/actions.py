@@ -5,7 +5,8 @@ action     jobs in         transition (:class:`echomq.AsyncQueue` method, Lua sc
 =========  ==============  ==========================================================
 retry      dead            ``requeue(ids)``: back to pending, fresh failure budget
 delete     dead            ``purge("dead", ids)``: the row and its set entry
-delete     pending         ``cancel(ids)``: off its set, frees a held serial lane
+delete     pending         ``cancel(ids)``: off its set, frees a held serial lane, its row
+                           kept as ``cancelled`` in the done set (decision 0022)
 delete     delayed         ``cancel(ids)``
 pause      (the queue)     ``pause()``: claims stop, admissions go on (``pause.lua``)
 resume     (the queue)     ``resume()``: claims go on, parked consumers are woken
@@ -33,6 +34,7 @@ from echomq.dashboard.state import state
 from echomq.errors import EchoMQError, InvalidQueueName
 from echomq.keyspace import check_queue
 from echomq.logical import open_queue
+from echomq.model import CancelOutcome
 
 __all__ = ["ALLOWED", "MAX_IDS", "act"]
 
@@ -87,7 +89,7 @@ async def act(request: web.Request) -> web.Response:
         elif where == "dead":
             done = await q.purge("dead", chosen)
         else:
-            done = await q.cancel(chosen)
+            done = (await q.cancel(chosen)).count(CancelOutcome.CANCELLED)
     except EchoMQError as exc:
         return _refuse(503, f"the server refused: {exc}", json=wants_json)
     verb = {"retry": "requeued", "delete": "deleted"}[action]

@@ -102,8 +102,9 @@ async def job_detail(conn: Conn, name: str, job_id: str) -> JobDetail | None:
         return None
     state = row.get("state", b"").decode(errors="replace")
     score = None
-    if state in q.keys:
-        raw = await conn.command("ZSCORE", q.keys[state], job_id)
+    zset = "done" if state == "cancelled" else state  # cancelled rows live in the done set
+    if zset in q.keys:
+        raw = await conn.command("ZSCORE", q.keys[zset], job_id)
         score = float(raw) if raw is not None else None
     return JobDetail(queue=name, id=job_id, row=row, score=score, now_ms=await conn.server_time_ms())
 

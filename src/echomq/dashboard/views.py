@@ -285,9 +285,15 @@ async def job_page(request: web.Request) -> web.Response:
              ("failure limit", esc(d.field("max") or "queue default"))]
     if d.field("lane"):
         facts.append(("lane", esc(d.field("lane")) + (" (serial)" if d.field("serial") == "1" else "")))
-    if d.score is not None and d.state in ("active", "delayed", "done", "dead"):
-        label = {"active": "lease deadline", "delayed": "due"}.get(d.state, WHEN[d.state])
+    if d.score is not None and d.state in ("active", "delayed", "done", "dead", "cancelled"):
+        label = {"active": "lease deadline", "delayed": "due", "cancelled": "cancelled"}.get(
+            d.state) or WHEN[d.state]
         facts.append((label, ago(d.score, d.now_ms)))
+    if d.field("cancel"):  # asked to stop while it ran (decision 0022)
+        facts.append(("cancel asked", ago(int(d.field("cancel")), d.now_ms)))
+    if d.row.get("progress") is not None:
+        when = f' ({ago(int(d.field("progress_at")), d.now_ms)})' if d.field("progress_at") else ""
+        facts.append(("progress", f'<span class="mono">{esc(d.field("progress")[:200])}</span>{when}'))
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     kind, preview = payload_preview(d.row.get("payload", b""))
     parts = [f'<h1>Job <span class="mono">{esc(job_id)}</span></h1>{_flash(request)}',
@@ -304,7 +310,7 @@ async def job_page(request: web.Request) -> web.Response:
         rkind, rprev = payload_preview(d.row["result"])
         parts.append(f"<h2>Result <small>{esc(rkind)}</small></h2>{rprev}")
     shown = {"payload", "result", "error", "state", "attempts", "failures",
-             "max", "lane", "serial"}
+             "max", "lane", "serial", "cancel", "progress", "progress_at"}
     extra = [[esc(k), f'<span class="mono">{esc(v[:200])}</span>'] for k, v in sorted(d.row.items())
              if k not in shown]
     if extra:

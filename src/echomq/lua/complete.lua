@@ -3,26 +3,30 @@
 -- summary: Finish one attempt, fenced by (id, attempt) and by its lease: an attempt whose
 --   lease has expired on the server clock can no longer finish. The lease is cleared in the
 --   same step. The row is kept for keep_ms in the done set (so the id still refuses duplicates),
---   or deleted at once when keep_ms is 0. A kept row drops its payload (state, attempts, lane,
---   result and error stay): finishing frees memory, so a server at maxmemory drains
---   (allow-oom; docs/decisions/0010-memory-limit.md).
+--   or deleted at once when keep_ms is 0. A kept row drops its payload and keeps the result
+--   (allow-oom; docs/decisions/0010-memory-limit.md). If a cancel was asked for while the
+--   attempt ran, the job ends 'cancelled' instead (kept, without the result): never done.
+--   The finished channel is told the id.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
 -- KEYS[3] done: emq:{q}:done, sorted set, score = finish time (server ms)
 -- KEYS[4] inflight: emq:{q}:inflight
 -- KEYS[5] meta: emq:{q}:meta
+-- KEYS[6] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] keep_ms: retention of the finished row, 0..31622400000; 0 deletes it now
 -- ARGV[4] result: bytes to keep in the row as 'result' ('' for none)
--- RETURNS: 1 completed | 0 stale (the attempt no longer holds a live lease; nothing changed)
+-- RETURNS: 1 completed | 2 cancelled (a cancel was asked for) | 0 stale (the attempt no
+--   longer holds a live lease; nothing changed)
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
 -- @include now
 -- @include release
+-- @include ended
 -- @include fence
 -- @include shape
-local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'done', 'inflight', 'meta'}, 4)
+local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'done', 'inflight', 'meta', 'finished'}, 4)
 if bad then return bad end
 local keep = tonumber(ARGV[3])
 if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
@@ -30,7 +34,7 @@ if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
 end
 local refused = fence(KEYS[5])
 if refused then return refused end
-local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane')
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane', 'cancel')
 local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
 if row[1] ~= 'active' then return 0 end -- not running
@@ -39,6 +43,8 @@ if not deadline then return 0 end -- no lease
 if tonumber(deadline) < now then return 0 end -- fence: the lease deadline passed
 redis.call('ZREM', KEYS[1], ARGV[1])
 release(KEYS[4], row[3], ARGV[1])
+redis.call('SPUBLISH', KEYS[6], ARGV[1])
+if row[4] then ended(KEYS[2], KEYS[3], ARGV[1], now) return 2 end -- fence: a cancel was asked
 if keep == 0 then
   redis.call('DEL', KEYS[2])
 else

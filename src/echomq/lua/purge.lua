@@ -2,6 +2,7 @@
 -- name: purge
 -- summary: Delete the candidate rows of a finished state (done or dead) that entered it at
 --   least min_age_ms ago on the server clock: retention and purge are this one script.
+--   The done set also holds cancelled rows (docs/decisions/0022): they go with it.
 -- KEYS[1] set: emq:{q}:done or emq:{q}:dead, the set named by ARGV[1]
 -- KEYS[2] meta: emq:{q}:meta
 -- KEYS[3..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
@@ -32,7 +33,8 @@ for i = 3, #ARGV do
   local at = redis.call('ZSCORE', KEYS[1], id)
   if at and tonumber(at) <= cutoff then -- threshold: old enough
     redis.call('ZREM', KEYS[1], id)
-    if redis.call('HGET', job, 'state') == ARGV[1] then
+    local state = redis.call('HGET', job, 'state')
+    if state == ARGV[1] or (state == 'cancelled' and ARGV[1] == 'done') then
       redis.call('DEL', job)
     end
     removed = removed + 1

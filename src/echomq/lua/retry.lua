@@ -5,6 +5,7 @@
 --   failure and keeps the error; at max_attempts failures the job goes to the dead set
 --   instead. mode 'defer' (a rate budget said "later") counts nothing. The attempt counter
 --   only ever grows: it is the fencing token. A serial lane stays held until the job ends.
+--   A job asked to stop (cancel) ends 'cancelled' in either mode; an ended job is told.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
 -- KEYS[3] delayed: emq:{q}:delayed
@@ -14,23 +15,26 @@
 -- KEYS[7] lanes: emq:{q}:lanes
 -- KEYS[8] meta: emq:{q}:meta
 -- KEYS[9] wake: emq:{q}:wake
+-- KEYS[10] done: emq:{q}:done, where a cancelled job's row is kept
+-- KEYS[11] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] delay_ms: wait before the job is pending again, 0..31622400000
 -- ARGV[4] max_attempts: failure limit when the row names none, 1..10000
 -- ARGV[5] error: text kept in the row as 'error' (mode fail)
 -- ARGV[6] mode: 'fail' or 'defer'
--- RETURNS: 1 scheduled again | 2 dead | 0 stale (nothing changed)
+-- RETURNS: 1 scheduled again | 2 dead | 3 cancelled | 0 stale (nothing changed)
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
 -- @include now
 -- @include age
 -- @include pend
 -- @include release
+-- @include ended
 -- @include fence
 -- @include shape
 local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'delayed', 'dead', 'inflight', 'pending',
-                   'lanes', 'meta', 'wake'}, 6)
+                   'lanes', 'meta', 'wake', 'done', 'finished'}, 6)
 if bad then return bad end
 local delay = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
@@ -45,7 +49,7 @@ if ARGV[6] ~= 'fail' and ARGV[6] ~= 'defer' then
 end
 local refused = fence(KEYS[8])
 if refused then return refused end
-local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane')
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel')
 local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
 if row[1] ~= 'active' then return 0 end -- not running
@@ -53,6 +57,10 @@ if row[2] ~= ARGV[2] then return 0 end -- fence: another attempt holds it
 if not current then return 0 end -- no lease
 if tonumber(current) < now then return 0 end -- fence: the lease deadline passed
 redis.call('ZREM', KEYS[1], ARGV[1])
+if row[6] then -- fence: a cancel was asked: the job ends cancelled, never runs again
+  ended(KEYS[2], KEYS[10], ARGV[1], now)
+  release(KEYS[5], row[5], ARGV[1]) redis.call('SPUBLISH', KEYS[11], ARGV[1]) return 3
+end
 if ARGV[6] == 'fail' then
   local failures = (tonumber(row[4]) or 0) + 1
   redis.call('HSET', KEYS[2], 'failures', failures, 'error', ARGV[5])
@@ -60,6 +68,7 @@ if ARGV[6] == 'fail' then
     redis.call('HSET', KEYS[2], 'state', 'dead')
     redis.call('ZADD', KEYS[4], now, ARGV[1])
     release(KEYS[5], row[5], ARGV[1])
+    redis.call('SPUBLISH', KEYS[11], ARGV[1])
     return 2
   end
 end
