@@ -65,7 +65,7 @@ MUTANTS: list[Mutant] = [
            "live = live and row[2] == attempt", "", "attempt token check removed"),
     Mutant("complete_batch: no lease deadline check", "complete_batch.lua",
            "live = live and tonumber(deadline) >= now", "", "deadline check removed"),
-    # cancellation (decision 0022): an attempt of a job asked to stop never ends it done,
+    # cancellation (decision 0023): an attempt of a job asked to stop never ends it done,
     # never puts it back to run again, and a reaped one ends cancelled, not pending/dead
     Mutant("complete: completes a job asked to stop", "complete.lua",
            "if row[4] then ended(KEYS[2], KEYS[3], ARGV[1], now) return 2 end", "",

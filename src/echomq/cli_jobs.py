@@ -7,7 +7,7 @@
     echomq cancel QUEUE ID...              cancel waiting jobs, ask running ones to stop
 
 Registered on the ``echomq`` group by :mod:`echomq.cli`. Every expected failure is one
-line and a non-zero exit (docs/decisions/0022).
+line and a non-zero exit (docs/decisions/0023).
 """
 
 from __future__ import annotations

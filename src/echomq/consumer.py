@@ -414,7 +414,7 @@ class Consumer:
                 if deadline is None and self._leases.lose(task, lease):
                     self.stats.lost += 1
                 elif deadline is not None and deadline.cancel and not lease.cancel.is_set():
-                    # Asked to stop (decision 0022): the token tells a blocking handler; an
+                    # Asked to stop (decision 0023): the token tells a blocking handler; an
                     # async one is cancelled. Its attempt's finish ends the job cancelled.
                     lease.cancel.set()
                     if self._is_async and not task.done():

@@ -117,7 +117,7 @@ class QueueKeys:
     rate: str
     lane_rate: str
     lane_seen: str
-    finished: str  # shard channel: the ids of jobs that ended (results, decision 0022)
+    finished: str  # shard channel: the ids of jobs that ended (results, decision 0023)
     job_prefix: str
 
     @classmethod

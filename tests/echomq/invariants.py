@@ -10,7 +10,7 @@ STATES = ("pending", "active", "delayed", "done", "dead")
 def assert_consistent(raw: redis.Redis, queue: str) -> dict[str, str]:
     """Every job id is in exactly one state set, every row has its state entry, and the
     set it is in names the row's state (the done set also holds ``cancelled`` rows,
-    decision 0022). Returns id -> the set it is in."""
+    decision 0023). Returns id -> the set it is in."""
     where: dict[str, str] = {}
     for state in STATES:
         for member in raw.zrange(f"emq:{{{queue}}}:{state}", 0, -1):

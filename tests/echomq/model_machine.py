@@ -85,7 +85,7 @@ REACH = frozenset({
     "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
     # upkeep: promote, retention, dead jobs
     "promoted", "done purged", "dead purged", "dead requeued", "retention kept young rows",
-    # cancellation, progress and results (decision 0022)
+    # cancellation, progress and results (decision 0023)
     "cancelled pending", "cancelled delayed", "cancel asked", "cancelled by complete",
     "cancelled by retry", "cancelled by reap", "progress recorded", "stale progress refused",
     "result done", "result dead", "result cancelled", "result not ended",
@@ -884,7 +884,7 @@ class QueueMachine(RuleBasedStateMachine):
         for jid, job in ref.jobs.items():
             row = {f.decode(): v.decode() for f, v in rows[jid].items()
                    if f not in (b"payload", b"progress", b"result")}
-            # A done or cancelled row drops its payload (decisions 0010, 0022); others keep it.
+            # A done or cancelled row drops its payload (decisions 0010, 0023); others keep it.
             assert rows[jid].get(b"payload") == (
                 None if job.state in ("done", "cancelled") else job.payload)
             assert rows[jid].get(b"result") == job.result, (jid, job)

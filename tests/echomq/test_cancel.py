@@ -1,4 +1,4 @@
-"""Cancellation and progress (issue 14 items 6 and 7; docs/decisions/0022), on both topologies.
+"""Cancellation and progress (issue 14 items 6 and 7; docs/decisions/0023), on both topologies.
 
 * A pending or delayed job is cancelled in one step: off its set, its serial lane freed,
   a ``cancelled`` row kept in the done set (the id still refuses duplicates).

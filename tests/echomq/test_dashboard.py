@@ -217,7 +217,7 @@ def test_delete_waiting_jobs_goes_through_cancel_and_a_refused_confirm_does_noth
     p.click("button.act.delete")
     p.wait_for_selector(".flash.ok")
     assert counts(server.url, Q)["delayed"] == before["delayed"] - 1
-    kept = row(server.url, Q, jobs["delayed"][0])  # cancelled, kept in the done set (decision 0022)
+    kept = row(server.url, Q, jobs["delayed"][0])  # cancelled, kept in the done set (decision 0023)
     assert kept is not None and kept["state"] == b"cancelled"
     ctx.close()
 

@@ -49,7 +49,7 @@ DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "
 READS = {"browse", "info", "peek", "pending_size", "row", "stats"}
 ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job
                "park",  # one bounded registration per idle consumer (decision 0018): deny-oom
-               "progress"}  # one bounded field on an existing active row (decision 0022): deny-oom
+               "progress"}  # one bounded field on an existing active row (decision 0023): deny-oom
 PAYLOAD = b"x" * 1024
 
 

@@ -1,4 +1,4 @@
-"""Results and waiting for them (issue 14 item 5; docs/decisions/0022), on both topologies.
+"""Results and waiting for them (issue 14 item 5; docs/decisions/0023), on both topologies.
 
 * A done job's result is the bytes its attempt completed with, kept with the row (the
   payload dropped); a dead job's result is its error (JobFailed); a cancelled job's says

@@ -187,7 +187,7 @@ async def test_dead_jobs_and_pages_cover_every_shard(conn: Any, qname: str) -> N
     assert int(gone) == 7 and gone.remaining == 0
     assert (await q.stats()).pending == 5
     assert await q.cancel([v.id for v in page1]) == [CancelOutcome.CANCELLED] * 5
-    after = await q.stats()  # cancelled rows are kept in the done sets (decision 0022)
+    after = await q.stats()  # cancelled rows are kept in the done sets (decision 0023)
     assert (after.pending, after.done, after.total) == (0, 5, 5)
     with pytest.raises(InvalidArgument):
         await q.browse("dead", limit=-1)

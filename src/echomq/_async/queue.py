@@ -500,7 +500,7 @@ class AsyncQueue:
 
     async def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
         """:meth:`AsyncUpkeep.cancel`: one outcome per id (waiting ones cancelled now,
-        running ones asked to stop; decision 0022)."""
+        running ones asked to stop; decision 0023)."""
         return await self.upkeep.cancel(ids)
 
     async def pending_size(self) -> int:
@@ -517,7 +517,7 @@ class AsyncQueue:
     async def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100 (the API asks for timeout=)
         """Wait until the job ends; its result (the bytes its handler returned; ``b""`` for
         none). Wakes on the queue's ``finished`` channel, never by polling; no end between
-        the check and the wait is missed (docs/decisions/0022). ``timeout``: seconds,
+        the check and the wait is missed (docs/decisions/0023). ``timeout``: seconds,
         0..86,400, None for no limit, 0 to look once.
 
         Raises JobFailed (the job is dead; ``.error`` is its last error), JobCancelled,

@@ -1,4 +1,4 @@
-"""Results, progress and waiting for a job to end (docs/decisions/0022).
+"""Results, progress and waiting for a job to end (docs/decisions/0023).
 
 A job *ends* done (its result is the bytes its handler returned, kept with the row for the
 done retention), dead (its result is its last error: :class:`~echomq.errors.JobFailed`) or

@@ -134,7 +134,7 @@ class AsyncUpkeep:
         running one is asked to stop (ASKED): its attempt learns it at its next heartbeat
         or progress report and, however that attempt ends, the job ends ``cancelled``,
         never done; a finished or unknown job is LEFT as it is. A cancelled row is kept
-        in the done set for ``keep_done_ms`` (docs/decisions/0022)."""
+        in the done set for ``keep_done_ms`` (docs/decisions/0023)."""
         return p.decode_cancels(await self._run(p.cancel(self.k, self._named(ids))))
 
     # -------------------------------------------------------------- inspection

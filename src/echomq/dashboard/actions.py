@@ -6,7 +6,7 @@ action     jobs in         transition (:class:`echomq.AsyncQueue` method, Lua sc
 retry      dead            ``requeue(ids)``: back to pending, fresh failure budget
 delete     dead            ``purge("dead", ids)``: the row and its set entry
 delete     pending         ``cancel(ids)``: off its set, frees a held serial lane, its row
-                           kept as ``cancelled`` in the done set (decision 0022)
+                           kept as ``cancelled`` in the done set (decision 0023)
 delete     delayed         ``cancel(ids)``
 pause      (the queue)     ``pause()``: claims stop, admissions go on (``pause.lua``)
 resume     (the queue)     ``resume()``: claims go on, parked consumers are woken

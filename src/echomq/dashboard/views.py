@@ -289,7 +289,7 @@ async def job_page(request: web.Request) -> web.Response:
         label = {"active": "lease deadline", "delayed": "due", "cancelled": "cancelled"}.get(
             d.state) or WHEN[d.state]
         facts.append((label, ago(d.score, d.now_ms)))
-    if d.field("cancel"):  # asked to stop while it ran (decision 0022)
+    if d.field("cancel"):  # asked to stop while it ran (decision 0023)
         facts.append(("cancel asked", ago(int(d.field("cancel")), d.now_ms)))
     if d.row.get("progress") is not None:
         when = f' ({ago(int(d.field("progress_at")), d.now_ms)})' if d.field("progress_at") else ""

@@ -2,7 +2,7 @@
 -- name: purge
 -- summary: Delete the candidate rows of a finished state (done or dead) that entered it at
 --   least min_age_ms ago on the server clock: retention and purge are this one script.
---   The done set also holds cancelled rows (docs/decisions/0022): they go with it.
+--   The done set also holds cancelled rows (docs/decisions/0023): they go with it.
 -- KEYS[1] set: emq:{q}:done or emq:{q}:dead, the set named by ARGV[1]
 -- KEYS[2] meta: emq:{q}:meta
 -- KEYS[3..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
