@@ -6,6 +6,9 @@
   the job ends ``cancelled``.
 * A handler's bytes or JSON return value is the job's result; ``result()`` waits for it;
   a progress report made by the handler is readable while it runs and after.
+* A job leased by the hand-off path (docs/decisions/0018-hand-off.md: a parked consumer is
+  leased the job inside the admission, with no claim) is cancelled like any other lease:
+  its beat says so, it ends ``cancelled``, never also completed.
 """
 
 from __future__ import annotations
@@ -17,11 +20,22 @@ import threading
 import pytest
 import redis
 
-from echomq import AsyncQueue, CancelOutcome, JobCancelled, Lease, ProgressOutcome, generate
+from echomq import (
+    AsyncQueue,
+    CancelOutcome,
+    Completion,
+    JobCancelled,
+    Lease,
+    ProgressOutcome,
+    RetryOutcome,
+    Verdict,
+    generate,
+)
 from echomq.consumer import Consumer, ConsumerOptions
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 from tests.echomq.test_consumer import running
+from tests.echomq.test_handoff import handoff_message
 
 FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=4, grace_s=2.0)
 
@@ -102,3 +116,82 @@ async def test_a_handlers_json_or_bytes_is_the_result_and_progress_is_readable(
 
 async def _reported(q: AsyncQueue, *ids: str) -> bool:
     return all([await q.progress(i) == b"half" for i in ids])
+
+
+async def test_a_handed_off_lease_asked_to_stop_ends_cancelled_never_completed(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
+    # The lease comes from the hand-off message alone (no claim ran): the ask reaches it
+    # through its beat and its progress report, and its complete ends the job cancelled.
+    sub = await queue.connector.wake_subscription(queue.keys["wake"])
+    try:
+        assert await queue.park("t1", lease_ms=30_000, ttl_ms=30_000)
+        job = generate("JOB")
+        assert await queue.enqueue(job, b"p") is Verdict.ENQUEUED
+        lease = await handoff_message(sub, queue, "t1")
+    finally:
+        await sub.aclose()
+    assert (lease.id, lease.attempt) == (job, 1)
+    assert (await queue.job(job) or {})["state"] == b"active"  # leased inside the admission
+    assert await queue.cancel([job]) == [CancelOutcome.ASKED]
+    beat = await queue.heartbeat(lease, lease_ms=30_000)
+    assert beat is not None and beat.cancel  # the beat tells the handed-off attempt
+    assert await queue.report_progress(lease, b"late") is ProgressOutcome.STOP
+    assert await queue.complete(lease, b"done anyway") is Completion.CANCELLED
+    assert await queue.complete(lease, b"again") is Completion.STALE  # ended once
+    assert await queue.retry(lease, delay_ms=0, error="x") is RetryOutcome.STALE
+    row = await queue.job(job) or {}
+    assert row["state"] == b"cancelled" and "result" not in row and "payload" not in row
+    assert assert_consistent(raw, queue.name) == {job: "done"}  # kept in the done set
+    with pytest.raises(JobCancelled):
+        await queue.result(job, timeout=0)
+
+
+@pytest.mark.parametrize("kind", ["async", "blocking"])
+async def test_a_parked_consumer_cancels_a_handed_off_job_and_never_completes_it(
+        queue: AsyncQueue, raw: redis.Redis, kind: str) -> None:
+    # A consumer parks; the admission hands it the job (no claim); the job is cancelled
+    # while its handler runs: an async handler is cancelled, a blocking one sees the token
+    # and returns anyway; either way the job ends cancelled, never done, run once.
+    runs: list[tuple[str, int]] = []
+    started, stopped = threading.Event(), threading.Event()
+
+    async def async_handler(lease: Lease) -> bytes:
+        runs.append((lease.id, lease.attempt))
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return b"never"
+
+    def blocking_handler(lease: Lease) -> bytes:
+        runs.append((lease.id, lease.attempt))
+        started.set()
+        assert lease.cancel.wait(30), "the token was never set"
+        stopped.set()
+        return b"finished anyway"
+
+    handler = async_handler if kind == "async" else blocking_handler
+    consumer = Consumer(queue, handler,
+                        options=ConsumerOptions(beat_ms=200, lease_ms=20_000, concurrency=2))
+    job = generate("JOB")
+    async with running(consumer):
+        await wait_for(lambda: _truth(bool(raw.exists(queue.keys["parked"]))), 30)
+        assert await queue.enqueue(job, b"p") is Verdict.ENQUEUED
+        await wait_for(lambda: _truth(started.is_set()), 30)
+        assert consumer.stats.handed_off == 1  # leased by the admission, not by a claim
+        assert await queue.cancel([job]) == [CancelOutcome.ASKED]
+        with pytest.raises(JobCancelled):
+            await queue.result(job, timeout=30)
+        await wait_for(lambda: _truth(consumer.stats.cancelled == 1), 30)
+    assert stopped.is_set() and runs == [(job, 1)]
+    assert consumer.stats.claimed == 1 and consumer.stats.completed == 0
+    assert consumer.stats.stale == 0
+    row = await queue.job(job) or {}
+    assert row["state"] == b"cancelled" and "result" not in row
+    assert assert_consistent(raw, queue.name) == {job: "done"}
+
+
+async def _truth(value: bool) -> bool:
+    return value
