@@ -24,11 +24,13 @@ dashboard-readonly   the dashboard's reads only: every writing script is refused
 ==================== =================================================================
 
 Every role may also ``HELLO``, ``PING``, ``CLIENT SETINFO`` (redis-py's connection
-handshake), ``EVALSHA`` and ``SCRIPT LOAD`` (a script is loaded on ``NOSCRIPT``), ``TIME``,
-and on a cluster ``CLUSTER SLOTS``, ``ASKING`` and ``READONLY``. Nothing else: no
-``KEYS``, ``FLUSHALL``, ``CONFIG``, ``DEBUG``, ``EVAL`` of arbitrary code, or keys outside
-the queues. ``EVALSHA`` can run any script already loaded on the server, but each
-command inside still passes the user's rules, which is what bounds a role.
+handshake), ``SCRIPT LOAD`` (a script is loaded on ``NOSCRIPT``), ``TIME``, and on a
+cluster ``CLUSTER SLOTS``, ``ASKING`` and ``READONLY``. ``EVALSHA`` is allowed only with
+the SHA1 of one of the role's own scripts (``+evalsha|<sha>``, a first-argument rule), and
+each command inside a script still passes the user's rules. Nothing else: no ``KEYS``,
+``FLUSHALL``, ``CONFIG``, ``DEBUG``, ``EVAL`` of arbitrary code, another role's script, or
+keys outside the queues. The rules name this version's scripts: after an upgrade that
+changes a script, run ``setuser`` again.
 
     from echomq.acl import setuser
     admin.execute_command(*setuser("orders-producer", "s3cret", "producer", queues=["orders"]))
@@ -50,21 +52,22 @@ __all__ = ["ROLES", "acl_rules", "script_commands", "setuser"]
 _CALL = re.compile(r"redis\.(?:p?call)\(\s*'([A-Za-z]+)'")
 
 # Sent by every role: the connection handshake, scripts, the server clock, cluster routing.
-_BASE = ("hello", "ping", "client|setinfo", "evalsha", "script|load", "time",
-         "cluster|slots", "asking", "readonly")
+_BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slots", "asking",
+         "readonly")
 
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
-    "producer": (("fence", "admit", "enqueue", "row"),  # + results: the row, the finished channel
-                 ("wait", "ssubscribe", "sunsubscribe"), True),
-    "worker": (("fence", "claim", "complete", "complete_batch", "heartbeat", "retry", "promote",
-                "reap", "purge", "worker_beat", "stats", "pending_size", "progress"),
+    "producer": (("fence", "admit", "enqueue", "row", "trace_attach"),  # + results: the row, the
+                 ("wait", "ssubscribe", "sunsubscribe"), True),             # finished channel
+    "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
+                "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",
+                "schedule", "admit", "row", "trace_attach"),  # admit: a schedule's tick admits its job
                ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait"), True),
-    "dashboard": (("fence", "stats", "browse", "info", "pending_size", "requeue", "purge", "cancel",
-                   "pause"),
+    "dashboard": (("fence", "stats", "browse", "info", "pending_size", "peek", "row", "requeue",
+                   "purge", "cancel", "pause", "limits"),
                   ("scan", "zrange", "zcount", "zcard", "zscore", "hlen", "hgetall", "info", "role"),
                   True),
-    "dashboard-readonly": (("stats", "browse", "info", "pending_size"),
+    "dashboard-readonly": (("stats", "browse", "info", "pending_size", "peek", "row"),
                            ("scan", "zrange", "zcount", "zcard", "zscore", "hlen", "hgetall", "info",
                             "role"), False),
 }
@@ -91,7 +94,11 @@ def acl_rules(role: str, queues: Iterable[str] | None = None) -> list[str]:
     if publishes or "ssubscribe" in commands:
         channels = ["&emq:*"] if names is None else [
             f"&emq:{{{q}}}:{c}" for q in names for c in ("wake", "finished")]
-    return ["reset", "-@all", *(f"+{c}" for c in sorted(commands)), *keys, *channels]
+    # EVALSHA of this role's scripts only (a first-argument rule per script's SHA1): the
+    # commands inside a script are checked too, but since the hand-off an admission runs
+    # every command a plain claim does, so only the SHA keeps a producer from claiming.
+    shas = sorted(f"+evalsha|{bundle()[s].sha}" for s in scripts)
+    return ["reset", "-@all", *(f"+{c}" for c in sorted(commands)), *shas, *keys, *channels]
 
 
 def setuser(user: str, password: str, role: str, queues: Sequence[str] | None = None) -> list[str]:

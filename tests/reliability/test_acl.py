@@ -17,6 +17,7 @@ from echomq.eviction import check_eviction_policy
 from echomq.info import server_info
 from echomq.outcomes import Backoff, Defer
 from echomq.registry import Registration
+from echomq.scripts import bundle
 from echomq.server import EmbeddedValkey
 from tests.echomq.invariants import assert_consistent
 
@@ -64,9 +65,18 @@ def test_the_rules_name_only_queue_keys_and_no_dangerous_command() -> None:
         for bad in ("+keys", "+flushall", "+flushdb", "+config", "+eval", "+debug", "+@all", "+acl"):
             assert bad not in rules, (role, bad)
     assert "+hset" not in acl_rules("dashboard-readonly", [Q])
-    # A producer writes rows and sets but never deletes a row or a field (ZREM it needs since
-    # the hand-off: an admission takes a parked consumer's registration off the parked set).
-    assert "+del" not in acl_rules("producer", [Q]) and "+hdel" not in acl_rules("producer", [Q])
+    # A producer never deletes a key (ZREM and HDEL it needs since the hand-off: an admission
+    # leases to a parked consumer through the claim gate). Since an admission runs every
+    # command a plain claim does, what keeps a producer from claiming is EVALSHA limited to
+    # its own scripts' SHA1s.
+    producer = acl_rules("producer", [Q])
+    assert "+del" not in producer and "+evalsha" not in producer
+    sha = {name: f"+evalsha|{s.sha}" for name, s in bundle().items()}
+    assert sha["enqueue"] in producer and sha["admit"] in producer
+    assert sha["claim"] not in producer and sha["complete"] not in producer
+    assert sha["claim"] in acl_rules("worker", [Q])
+    assert not {sha[w] for w in ("requeue", "purge", "cancel", "pause")} & set(
+        acl_rules("dashboard-readonly", [Q]))
 
 
 async def test_producer_worker_and_dashboard_flows_run_as_their_users(
