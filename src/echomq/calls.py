@@ -188,14 +188,16 @@ class LazyCalls(Sequence[Call]):
 
 
 _ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),
-                 ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority"))
+                 ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
+                  "timeout_ms"))
 
 
 def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int, serial: bool,
-          max_attempts: int | None, priority: int = 0) -> Call:
+          max_attempts: int | None, priority: int = 0, timeout_ms: int | None = None) -> Call:
     return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake],
                 [job_id, payload, lane, delay_ms, "1" if serial else "0",
-                 "" if max_attempts is None else max_attempts, priority])
+                 "" if max_attempts is None else max_attempts, priority,
+                 "" if timeout_ms is None else timeout_ms])
 
 
 _FENCE = layout("fence", ("meta",), ("version",))

@@ -46,7 +46,8 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   leaving them to a lease expiry. ``stop(hurry=True)`` ends the grace period now.
 * A handler's exception is logged with its traceback; the row keeps its type,
   message and a bounded traceback (:mod:`echomq.failures`).
-* ``options.timeout_ms``: a handler running longer fails its attempt with
+* ``options.timeout_ms`` (or the job's own, given at admission): a handler running
+  longer fails its attempt with
   :class:`~echomq.errors.HandlerTimeout` and its lease is given back at once (the fenced
   retry), not left to expire. ``hooks`` (:class:`~echomq.hooks.Hooks`) run before and
   after the handler, on its failure, and after the outcome is written.
@@ -68,7 +69,7 @@ from echomq.ack_batcher import AckBatcher
 from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
 from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
-from echomq.handling import call_handler
+from echomq.handling import call_handler, timeout_for
 from echomq.hooks import Hooks
 from echomq.lease_table import LeaseTable, cancel_and_wait
 from echomq.model import Completion, Lease, RetryOutcome
@@ -314,7 +315,8 @@ class Consumer:
     async def _run_one(self, lease: Lease) -> None:
         try:
             outcome = await call_handler(lambda: self._call(lease), lease, hooks=self.hooks,
-                                         timeout_ms=self.options.timeout_ms, who=self.name)
+                                         timeout_ms=timeout_for(lease, self.options.timeout_ms),
+                                         who=self.name)
         except asyncio.CancelledError:
             if self._leases.was_lost(lease):
                 return  # lease lost: the outcome is discarded, the job runs elsewhere

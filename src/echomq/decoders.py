@@ -103,14 +103,16 @@ def decode_completions(replies: Sequence[Any]) -> list[Completion]:
 
 
 def decode_leases(queue: str, flat: Any) -> Claimed:
-    """A claim's reply: 5 fields per lease, then (when the gate held a job back) -1 for a
-    paused queue or the ms until the next rate token is due."""
+    """A claim's reply: 6 fields per lease (the last the job's own handler timeout, '' for
+    none), then (when the gate held a job back) -1 for a paused queue or the ms until the
+    next rate token is due."""
     flat = _raise_if_error(flat)
-    held = int(flat[-1]) if len(flat) % 5 == 1 else None
+    held = int(flat[-1]) if len(flat) % 6 == 1 else None
     leases = [
         Lease(queue=queue, id=text(flat[i]), attempt=int(flat[i + 1]), payload=flat[i + 2] or b"",
-              lane=text(flat[i + 3]) or None, deadline_ms=int(flat[i + 4]))
-        for i in range(0, len(flat) - len(flat) % 5, 5)
+              lane=text(flat[i + 3]) or None, deadline_ms=int(flat[i + 4]),
+              timeout_ms=int(flat[i + 5]) if flat[i + 5] else None)
+        for i in range(0, len(flat) - len(flat) % 6, 6)
     ]
     return Claimed(leases, paused=held == -1, wait_ms=held if held is not None and held >= 0 else None)
 

@@ -1,12 +1,15 @@
 """One attempt's handler call: its timeout and the hooks around it (:mod:`echomq.hooks`).
 
-A handler that runs past its timeout (the consumer's ``timeout_ms``) is a failed attempt:
-the outcome is ``Backoff`` whose error is :class:`~echomq.errors.HandlerTimeout`, so the
-consumer writes it at once with the fenced ``retry`` (the lease is given back now, not
-left to expire; dead at the attempt limit). An ``async def`` handler is cancelled at its
-timeout. A plain-function handler runs in a thread, which Python cannot stop: its
-attempt is failed and handed back all the same, and whatever it returns later is
-discarded (the thread's slot stays busy until it returns).
+A handler that runs past its timeout is a failed attempt. The timeout is the job's own
+when it was given one at admission (``admit(..., timeout_ms=)``, kept in its row and
+returned by ``claim`` as :attr:`~echomq.model.Lease.timeout_ms`), else the consumer's
+``timeout_ms`` (:func:`timeout_for`). A timed-out attempt's outcome is ``Backoff`` whose
+error is :class:`~echomq.errors.HandlerTimeout`, so the consumer writes it at once with
+the fenced ``retry`` (the lease is given back now, not left to expire; dead at the attempt
+limit). An ``async def`` handler is cancelled at its timeout. A plain-function handler
+runs in a thread, which Python cannot stop: its attempt is failed and handed back all the
+same, and whatever it returns later is discarded (the thread's slot stays busy until it
+returns).
 
 A cancellation (a lost lease, the end of the grace period) passes through untouched: it
 is not a failure, and no ``after`` or ``on_failure`` hook runs for it.
@@ -25,9 +28,15 @@ from echomq.hooks import Hooks
 from echomq.model import Lease
 from echomq.outcomes import Backoff, Outcome
 
-__all__ = ["call_handler"]
+__all__ = ["call_handler", "timeout_for"]
 
 log = logging.getLogger("echomq.consumer")
+
+
+def timeout_for(lease: Lease, default_ms: int | None) -> int | None:
+    """The handler timeout of ``lease``'s attempt: the job's own (set at admission) in
+    preference to the consumer's ``default_ms``; None for no limit."""
+    return lease.timeout_ms if lease.timeout_ms is not None else default_ms
 
 
 async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, timeout_ms: int | None,
@@ -48,8 +57,10 @@ async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, t
             except TimeoutError:
                 if not deadline.expired():
                     raise  # the handler's own TimeoutError: an ordinary failure
+                whose = "the job's, set at admission" if lease.timeout_ms == timeout_ms \
+                    else "the consumer's"
                 error = HandlerTimeout(f"the handler ran past its timeout of {timeout_ms} ms "
-                                       f"(job {lease.id}, attempt {lease.attempt})")
+                                       f"({whose}; job {lease.id}, attempt {lease.attempt})")
                 log.warning("%s: %s", who, error)
                 outcome = Backoff(error=failure_text(error))
     except Exception as exc:

@@ -99,6 +99,7 @@ class Lease:
     lane: str | None
     deadline_ms: int
     cancel: CancelToken = field(default_factory=CancelToken, compare=False, repr=False)
+    timeout_ms: int | None = None  # the job's own handler timeout (admit), else the consumer's
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from echomq import (
 )
 from echomq.failures import parse_failure
 from echomq.gate import Claimed, Gate, RateLimit
-from echomq.handling import call_handler
+from echomq.handling import call_handler, timeout_for
 from echomq.hooks import Hooks
 from echomq.outcomes import Backoff
 from echomq.schedules import Schedule, decode_schedule
@@ -77,8 +77,8 @@ REACH = frozenset({
     "expired lease refused", "other attempt's token refused", "forged token refused",
     "expired lease requeued", "version fence refused",
     # handler timeouts and schedules
-    "handler timeout handed back", "schedule ticks admitted", "schedule ticks below the mark refused",
-    "schedule tick not due refused",
+    "handler timeout handed back", "job's own timeout handed back", "schedule ticks admitted",
+    "schedule ticks below the mark refused", "schedule tick not due refused",
     # the claim gate: pause, rate limits per queue and per lane, priorities
     "paused claim", "queue rate held", "lane rate held", "priority tag", "claimed at priority 3",
     # the batched settle path and the finish variants
@@ -200,7 +200,7 @@ class QueueMachine(RuleBasedStateMachine):
         for lease in leases:
             job = self.ref.jobs[lease.id]
             assert lease.attempt == job.attempts and lease.payload == job.payload
-            assert lease.lane == job.lane
+            assert lease.lane == job.lane and lease.timeout_ms == job.timeout
             assert t0 + lease_ms <= lease.deadline_ms <= t1 + lease_ms, (t0, lease, t1)
             job.deadline = lease.deadline_ms
         self.leases = (self.leases + leases)[-30:]
@@ -268,21 +268,22 @@ class QueueMachine(RuleBasedStateMachine):
     @op(3, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
         delay=st.sampled_from([0, 0, 0, SHORT, LONG]),
         max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans(),
-        prio=st.sampled_from([0, 0, 1, 3, 3]))
+        prio=st.sampled_from([0, 0, 1, 3, 3]), timeout=st.sampled_from([None, None, None, 1, 5]))
     def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool,
-              prio: int) -> None:
+              prio: int, timeout: int | None) -> None:
         jid = generate("JOB")
         payload = jid.encode()
         t0 = self.now()
-        if plain and lane is None and not delay and max_attempts is None and not prio:
+        if plain and lane is None and not delay and max_attempts is None and not prio \
+                and timeout is None:
             assert self.q.enqueue(jid, payload) is Verdict.ENQUEUED
         else:
             got = self.q.admit(jid, payload, lane=lane, delay_ms=delay, serial=lane == "s",
-                               max_attempts=max_attempts, priority=prio)
+                               max_attempts=max_attempts, priority=prio, timeout_ms=timeout)
             assert got is Verdict.ENQUEUED
         t1 = self.now()
         assert self.ref.admit(jid, payload, lane, lane == "s", max_attempts, delayed=delay > 0,
-                              prio=prio)
+                              prio=prio, timeout=timeout)
         if delay:
             self.ref.seen["delayed admission"] += 1
             self._delayed(jid, delay, t0, t1)
@@ -582,8 +583,14 @@ class QueueMachine(RuleBasedStateMachine):
         async def stuck() -> None:
             await asyncio.Event().wait()
 
-        outcome = asyncio.run(call_handler(stuck, lease, timeout_ms=1, hooks=Hooks(), who="model"))
-        assert isinstance(outcome, Backoff) and parse_failure(outcome.error).type == "HandlerTimeout"
+        # The job's own timeout (1 or 5 ms, given at admission) in preference to the
+        # consumer's (1 ms here), as the consumer chooses it.
+        limit = timeout_for(lease, 1)
+        assert limit == (self.ref.jobs[lease.id].timeout or 1)
+        outcome = asyncio.run(call_handler(stuck, lease, timeout_ms=limit, hooks=Hooks(), who="model"))
+        assert isinstance(outcome, Backoff)
+        error = parse_failure(outcome.error)
+        assert error.type == "HandlerTimeout" and f"past its timeout of {limit} ms" in error.message
         t0 = self.now()
         got = self.q.retry(lease, delay_ms=delay, error=outcome.error)
         t1 = self.now()
@@ -596,6 +603,8 @@ class QueueMachine(RuleBasedStateMachine):
         if got is not RetryOutcome.CANCELLED:  # a job asked to stop ends cancelled instead
             assert parse_failure(self.raw.hget(q.job_key(lease.id), "error")).type == "HandlerTimeout"
         self.ref.seen["handler timeout handed back"] += 1
+        if lease.timeout_ms is not None:
+            self.ref.seen["job's own timeout handed back"] += 1
 
     @op(2, when=lambda self: self.live() < CAP, data=st.data(), back=st.integers(0, 3),
         ahead=st.integers(1, 2), behind=st.integers(0, 3))
@@ -894,6 +903,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert int(row["attempts"]) == job.attempts, (jid, row, job)
             assert int(row.get("failures", 0)) == job.failures, (jid, row, job)
             assert row.get("lane") == job.lane
+            assert row.get("timeout") == (None if job.timeout is None else str(job.timeout))
             score = sets[SET_OF[job.state]][jid]
             if job.state == "pending":
                 assert score == job.score, (jid, score, job)

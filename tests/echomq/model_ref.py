@@ -28,6 +28,7 @@ class Job:
     serial: bool = False
     max: int | None = None
     prio: int = 0
+    timeout: int | None = None  # the job's own handler timeout (ms), given at admission
     state: str = "pending"  # pending | active | delayed | done | dead | cancelled (done set)
     attempts: int = 0
     failures: int = 0
@@ -128,12 +129,13 @@ class Ref:
 
     # -------------------------------------------------------------- transitions
     def admit(self, jid: str, payload: bytes, lane: str | None = None, serial: bool = False,
-              max_attempts: int | None = None, delayed: bool = False, prio: int = 0) -> bool:
+              max_attempts: int | None = None, delayed: bool = False, prio: int = 0,
+              timeout: int | None = None) -> bool:
         if jid in self.jobs:
             return False
         self.gone.discard(jid)
         self.jobs[jid] = Job(payload=payload, lane=lane, serial=serial and lane is not None,
-                             max=max_attempts, prio=prio)
+                             max=max_attempts, prio=prio, timeout=timeout)
         if delayed:
             self.jobs[jid].state = "delayed"
         else:

@@ -57,10 +57,11 @@ class ShardedRef:
         return sorted(i for r in self.refs for i in r.members(zset))
 
     def admit(self, jid: str, payload: bytes, lane: str | None = None, serial: bool = False,
-              max_attempts: int | None = None, delayed: bool = False, prio: int = 0) -> bool:
+              max_attempts: int | None = None, delayed: bool = False, prio: int = 0,
+              timeout: int | None = None) -> bool:
         self.home.setdefault(jid, self.route(jid, lane))
         return self.of(jid).admit(jid, payload, lane, serial, max_attempts, delayed=delayed,
-                                  prio=prio)
+                                  prio=prio, timeout=timeout)
 
     def live(self, jid: str, attempt: int) -> bool:
         return self.of(jid).live(jid, attempt)

@@ -105,10 +105,11 @@ class AsyncQueue:
 
     # --------------------------------------------------------------- admission
     def _admit_call(self, job_id: str, payload: object, lane: str | None, delay_ms: int,
-                    serial: bool, max_attempts: int | None, priority: int = 0) -> Call:
+                    serial: bool, max_attempts: int | None, priority: int = 0,
+                    timeout_ms: int | None = None) -> Call:
         data = self._payload(payload)
         if (lane is None and not delay_ms and max_attempts is None and isinstance(serial, bool)
-                and priority == 0 and type(priority) is int):
+                and priority == 0 and type(priority) is int and timeout_ms is None):
             return self._enqueue(job_id, data)  # lua/enqueue.lua, its request encoded once
         lane_arg = p.check_lane(lane)
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
@@ -117,12 +118,15 @@ class AsyncQueue:
         if not isinstance(serial, bool):
             raise InvalidArgument(f"serial must be a bool, not {type(serial).__name__}")
         level = check_priority(priority)
-        if not lane_arg and not delay_ms and max_attempts is None and not level:
+        if timeout_ms is not None:
+            p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
+        if not lane_arg and not delay_ms and max_attempts is None and not level \
+                and timeout_ms is None:
             # No option: lua/enqueue.lua, the same write as admit.lua's without one, in a
             # smaller script (``serial`` means nothing without a lane).
             return p.enqueue(self.k, job_id, data)
         return p.admit(self.k, job_id, data, lane=lane_arg, delay_ms=delay_ms, serial=serial,
-                       max_attempts=max_attempts, priority=level)
+                       max_attempts=max_attempts, priority=level, timeout_ms=timeout_ms)
 
     async def admit(
         self,
@@ -134,6 +138,7 @@ class AsyncQueue:
         serial: bool = False,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout_ms: int | None = None,
     ) -> Verdict:
         """Admit one job: ENQUEUED, DUPLICATE or KIND (the one admission verb).
 
@@ -141,11 +146,13 @@ class AsyncQueue:
         job in flight, so its jobs run in order), after ``delay_ms`` (server clock), with
         its own ``max_attempts``, at ``priority`` 0..3 (a higher level is claimed first;
         within a level lanes stay fair; a level ages so none starves,
-        docs/decisions/0022-claim-gate.md). Bad arguments raise InvalidArgument (InvalidJobId,
-        InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
+        docs/decisions/0022-claim-gate.md), with its own handler ``timeout_ms`` (kept in its
+        row; a consumer applies it instead of its own ``timeout_ms``). Bad arguments raise
+        InvalidArgument (InvalidJobId, InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
         :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
         """
-        call = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts, priority)
+        call = self._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts, priority,
+                                timeout_ms)
         if self.options.durable_replicas:
             reply = (await self._admit_pipeline([call]))[0]
         else:
@@ -165,6 +172,7 @@ class AsyncQueue:
 
     async def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
+        timeout_ms: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs: ``SCRIPT LOAD`` once, then one pipelined ``EVALSHA`` per item.
 
@@ -174,9 +182,12 @@ class AsyncQueue:
         error in its place and nothing is written for it; the other items are unaffected.
         An id repeated inside the batch is admitted once and reported DUPLICATE after.
         Each item is atomic on its own; the batch is not a transaction. Items go out in
-        flushes of ``options.batch``. ``priority`` applies to every item, as in :meth:`admit`.
+        flushes of ``options.batch``. ``priority`` and ``timeout_ms`` apply to every item,
+        as in :meth:`admit`.
         """
         level = check_priority(priority)
+        if timeout_ms is not None:
+            p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
         out: list[Verdict | EchoMQError] = []
         # Each admitted item's call, or for a plain (id, payload) item the pair itself: the
         # connector builds its call when the wire reaches its flush (p.LazyCalls).
@@ -184,8 +195,9 @@ class AsyncQueue:
         where: list[int] = []
         scripts: dict[str, Script] = {}
         enqueue, limit, valid = self._enqueue, self.options.max_payload, p.Enqueuer.valid_id
-        # else every item is refused below, as admit refuses it (or has a priority: admit.lua)
-        plain = isinstance(serial, bool) and not level
+        # else every item is refused below, as admit refuses it (or has a priority or a
+        # timeout: admit.lua)
+        plain = isinstance(serial, bool) and not level and timeout_ms is None
         for i, item in enumerate(items):
             if plain and type(item) is tuple and len(item) == 2:
                 # The common item, a valid id and a bytes payload within the limit: its
@@ -205,7 +217,7 @@ class AsyncQueue:
             job_id, payload, *rest = item
             try:
                 call = self._admit_call(job_id, payload, rest[0] if rest else None, 0, serial, None,
-                                        priority)
+                                        priority, timeout_ms)
             except EchoMQError as exc:
                 out.append(exc)
                 continue

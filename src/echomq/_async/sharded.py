@@ -105,12 +105,13 @@ class AsyncShardedQueue:
     async def admit(
         self, job_id: str, payload: bytes, *, lane: str | None = None, delay_ms: int = 0,
         serial: bool = False, max_attempts: int | None = None, priority: int = 0,
+        timeout_ms: int | None = None,
     ) -> Verdict:
         await self._ready()
         with refusals(self.name):
             return await self.shard_for(job_id, lane).admit(
                 job_id, payload, lane=lane, delay_ms=delay_ms, serial=serial,
-                max_attempts=max_attempts, priority=priority)
+                max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms)
 
     def _group(self, items: list[Any], width: int,
                out: list[Verdict | EchoMQError]) -> list[tuple[int, list[int]]]:

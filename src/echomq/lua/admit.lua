@@ -16,6 +16,7 @@
 -- ARGV[5] serial: '1' to hold the lane to one job in flight, else '0'
 -- ARGV[6] max_attempts: the job's failure limit (1..10000), '' for the consumer's default
 -- ARGV[7] priority: 0..3, higher is claimed first (aging: see include/pend.lua)
+-- ARGV[8] timeout_ms: the job's handler timeout (1..31622400000), '' for the consumer's
 -- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
 -- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument; EMQKEYS keys
 --   not this id's queue; EMQVERSION another major version; nothing written
@@ -27,7 +28,7 @@
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 7)
+local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 8)
 if bad then return bad end
 local delay = tonumber(ARGV[4])
 if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) then
@@ -44,6 +45,11 @@ local prio = tonumber(ARGV[7])
 if not prio or prio < 0 or prio > 3 or prio ~= math.floor(prio) then
   return redis.error_reply('EMQARG priority must be an integer in 0..3')
 end
+local timeout = tonumber(ARGV[8])
+if ARGV[8] ~= '' and (not timeout or timeout < 1 or timeout > 31622400000
+    or timeout ~= math.floor(timeout)) then
+  return redis.error_reply('EMQARG timeout_ms must be an integer in 1..31622400000')
+end
 local refused, known = fence(KEYS[5])
 if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -58,6 +64,7 @@ if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'max', ARGV[6])
 end
 if prio > 0 then redis.call('HSET', KEYS[1], 'prio', ARGV[7]) end
+if timeout then redis.call('HSET', KEYS[1], 'timeout', ARGV[8]) end
 if delay > 0 then
   redis.call('HSET', KEYS[1], 'state', 'delayed')
   redis.call('ZADD', KEYS[3], now_ms() + delay, ARGV[1])

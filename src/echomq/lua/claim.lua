@@ -18,9 +18,10 @@
 -- ARGV[1] lease_ms: lease length in milliseconds, 1..86400000
 -- ARGV[2] count: most jobs to lease, 0..10000
 -- ARGV[3..] ids: the candidate ids
--- RETURNS: flat array, 5 per leased job: id, attempt, payload, lane ('' for none),
---   deadline; then, when the gate held a candidate back, one more element: -1 if the
---   queue is paused, else the milliseconds until the first held-back token is due
+-- RETURNS: flat array, 6 per leased job: id, attempt, payload, lane ('' for none),
+--   deadline, timeout (the job's handler timeout in ms, '' for none); then, when the gate
+--   held a candidate back, one more element: -1 if the queue is paused, else the
+--   milliseconds until the first held-back token is due
 -- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
 --   EMQVERSION another major version; nothing written
 -- @include now
@@ -47,7 +48,7 @@ local vtime -- read only when a tagged job is leased (plain jobs score 0 and nev
 for i = 1, #ARGV - 2 do
   if leased >= count then break end
   local id, job = ARGV[i + 2], KEYS[i + 8]
-  local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio')
+  local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
   local lane, serial, prio = row[2], row[3], tonumber(row[6] or '0')
   local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
   if not row[1] then
@@ -77,6 +78,7 @@ for i = 1, #ARGV - 2 do
       leased = leased + 1
       local n = #out
       out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, row[4], lane or '', fmt(deadline)
+      out[n + 6] = row[7] or ''
     end
   end
 end
