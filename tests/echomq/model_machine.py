@@ -268,7 +268,7 @@ class QueueMachine(RuleBasedStateMachine):
     @op(3, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
         delay=st.sampled_from([0, 0, 0, SHORT, LONG]),
         max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans(),
-        prio=st.sampled_from([0, 0, 1, 3, 3]), timeout=st.sampled_from([None, None, None, 1, 5]))
+        prio=st.sampled_from([0, 0, 1, 3, 3]), timeout=st.sampled_from([None, None, 1, 5]))
     def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool,
               prio: int, timeout: int | None) -> None:
         jid = generate("JOB")
@@ -578,8 +578,19 @@ class QueueMachine(RuleBasedStateMachine):
     def handler_timeout(self, data: st.DataObject, delay: int) -> None:
         """A handler past its timeout: the real handler call gives a HandlerTimeout failure,
         written at once with the fenced retry, so the job leaves active without an expiry."""
-        lease = data.draw(st.sampled_from([x for x in self.leases if self.ref.live(x.id, x.attempt)]))
+        self._time_out(data.draw(st.sampled_from(
+            [x for x in self.leases if self.ref.live(x.id, x.attempt)])), delay)
 
+    @op(2, when=lambda self: any(self.ref.live(x.id, x.attempt) and x.timeout_ms is not None
+                                 for x in self.leases),
+        data=st.data(), delay=st.sampled_from([0, SHORT, LONG]))
+    def job_timeout(self, data: st.DataObject, delay: int) -> None:
+        """The same with a lease of a job admitted with its own timeout."""
+        self._time_out(data.draw(st.sampled_from(
+            [x for x in self.leases if self.ref.live(x.id, x.attempt) and x.timeout_ms is not None])),
+            delay)
+
+    def _time_out(self, lease: Lease, delay: int) -> None:
         async def stuck() -> None:
             await asyncio.Event().wait()
 
