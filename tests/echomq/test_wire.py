@@ -230,6 +230,6 @@ def test_lazy_calls_build_each_entry_when_read() -> None:
     lazy = p.LazyCalls(enq, [(a, b"one"), ready, (a, b"two")])
     assert len(lazy) == 3 and lazy.ready() == [ready]
     assert lazy[1] is ready and lazy[0] == enq(a, b"one") and lazy[0].wire == enq(a, b"one").wire
-    assert [c.args for c in lazy] == [(a, b"one"), [b, b"lane job", "l", 0, "0", "", 0], (a, b"two")]
-    assert [c.args for c in lazy[1:]] == [[b, b"lane job", "l", 0, "0", "", 0], (a, b"two")]
+    assert [c.args for c in lazy] == [(a, b"one"), [b, b"lane job", "l", 0, "0", "", 0, ""], (a, b"two")]
+    assert [c.args for c in lazy[1:]] == [[b, b"lane job", "l", 0, "0", "", 0, ""], (a, b"two")]
     assert lazy[0] is not lazy[0]  # built anew on each read: no call outlives its flush
