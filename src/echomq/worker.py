@@ -220,6 +220,10 @@ class Worker:
         self._stop.set()
         for consumer in self.consumers.values():
             consumer.stop(hurry=self._hurry)
+        if self.scheduler is not None:
+            # Its own stop, not only a cancel: a cancel that lands inside a connector call
+            # was seen lost, leaving the scheduler's loop (and the worker's exit) running.
+            self.scheduler.stop()
 
     async def run(self) -> WorkerReport:
         s = self.settings

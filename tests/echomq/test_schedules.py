@@ -279,6 +279,8 @@ async def test_a_worker_with_schedules_runs_each_tick_once(conn: AsyncConnector,
     ticks = sorted(tick_of(j) for j in ran)
     assert ticks == list(range(ticks[0], ticks[-1] + 1, EVERY))  # claimed in tick order
     assert all(w.scheduler is not None for w in workers)
+    # stop() stopped each scheduler itself, not only by the cancel a connector call can lose
+    assert all(w.scheduler._stopped for w in workers if w.scheduler is not None)
     assert sum(w.scheduler.admitted for w in workers if w.scheduler is not None) >= len(ran)
 
 
