@@ -39,6 +39,7 @@ REPLACEMENTS = [
     (r"\bAsyncQueue\b", "Queue"),
     (r"\bAsyncShardedQueue\b", "ShardedQueue"),
     (r"\bAsyncUpkeep\b", "Upkeep"),
+    (r"\bAsyncAdmission\b", "Admission"),
     (r"\bAsyncScheduler\b", "Scheduler"),
     (r"\bAsyncClusterConnector\b", "ClusterConnector"),
     (r"\bAsyncWire\b", "Wire"),

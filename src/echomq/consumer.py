@@ -69,11 +69,12 @@ from echomq.ack_batcher import AckBatcher
 from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
 from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
+from echomq.finishing import hand_back, record_outcome
 from echomq.handling import call_handler, timeout_for
 from echomq.hooks import Hooks
 from echomq.lease_table import LeaseTable, cancel_and_wait
-from echomq.model import Completion, Lease, RetryOutcome
-from echomq.outcomes import Ack, Backoff, Defer, Outcome, as_outcome
+from echomq.model import Lease
+from echomq.outcomes import Outcome, as_outcome
 from echomq.parking import Parking
 from echomq.replies import Episodes, Kind, classify
 from echomq.upkeep_duty import UpkeepDuty
@@ -301,16 +302,7 @@ class Consumer:
         await self._hand_back([lease for _, lease in late] + self._parking.take())
 
     async def _hand_back(self, leases: list[Lease]) -> None:
-        """Return unfinished jobs to pending now, fenced by their attempt, no failure counted
-        (a finish that landed meanwhile makes this STALE: nothing changes)."""
-        replies = await asyncio.gather(*(self.queue.defer(x, delay_ms=0) for x in leases),
-                                       return_exceptions=True)
-        for lease, reply in zip(leases, replies, strict=True):
-            if isinstance(reply, BaseException):
-                log.warning("%s: could not hand back %s (%r); its lease will expire",
-                            self.name, lease.id, reply)
-            elif reply is RetryOutcome.SCHEDULED:
-                self.stats.handed_back += 1
+        await hand_back(self.queue, self.stats, leases, name=self.name)
 
     async def _run_one(self, lease: Lease) -> None:
         try:
@@ -349,54 +341,10 @@ class Consumer:
         return as_outcome(await self._threads.submit(self.handler, lease))
 
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
-        q, o = self.queue, self.options
-        delay = 0.05
-        give_up = time.monotonic() + o.lease_ms / 1000
-        while True:
-            try:
-                if outcome is None or isinstance(outcome, Ack):
-                    result = outcome.result if isinstance(outcome, Ack) else b""
-                    done = await self._acks.complete(lease, result)
-                    if done is Completion.COMPLETED:
-                        self.stats.completed += 1
-                    elif done is Completion.CANCELLED:
-                        self.stats.cancelled += 1
-                    else:
-                        self.stats.stale += 1
-                elif isinstance(outcome, Defer):
-                    if await q.defer(lease, delay_ms=outcome.delay_ms) is RetryOutcome.CANCELLED:
-                        self.stats.cancelled += 1
-                    else:
-                        self.stats.deferred += 1
-                elif isinstance(outcome, Backoff):
-                    wait = outcome.delay_ms
-                    if wait is None:
-                        wait = o.backoff.delay_ms(lease.attempt)
-                    verdict = await q.retry(lease, delay_ms=wait, error=outcome.error)
-                    if verdict is RetryOutcome.DEAD:
-                        self.stats.dead += 1
-                    elif verdict is RetryOutcome.CANCELLED:
-                        self.stats.cancelled += 1
-                    elif verdict is RetryOutcome.STALE:
-                        self.stats.stale += 1
-                    else:
-                        self.stats.retried += 1
-                else:
-                    raise TypeError(f"handler returned {outcome!r}; expected Ack, Defer, Backoff")
-                return
-            except Exception as exc:
-                refusal = classify(exc)
-                if not refusal.kind.retry:
-                    raise
-                # Keep trying while the lease may still hold; after that reap re-runs the job.
-                # (The drain loop, which sent the flush, logged and counted the episode.)
-                if time.monotonic() > give_up or self._fatal is not None:
-                    log.warning("%s: could not finish %s (%s); its lease will expire",
-                                self.name, lease.id, refusal.code)
-                    return
-                self.stats.errors += 1
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        await record_outcome(self.queue, self._acks, self.stats, lease, outcome,
+                             lease_ms=self.options.lease_ms, backoff=self.options.backoff,
+                             name=self.name,
+                             stopped=lambda: self._fatal is not None)
 
     async def _heartbeats(self) -> None:
         o = self.options

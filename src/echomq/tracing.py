@@ -65,7 +65,7 @@ async def traced_admit(queue: AsyncQueue, job_id: str, payload: bytes, *, lane: 
             f"{queue.name} enqueue", kind=SpanKind.PRODUCER, attributes=_attrs(queue.name, job_id)) as span:
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier)
-        admit = queue._admit_call(job_id, payload, lane, delay_ms, serial, max_attempts)
+        admit = queue.admission.call(job_id, payload, lane, delay_ms, serial, max_attempts)
         attach = trace_attach(queue.k, job_id, carrier.get(_FIELD, ""))
         await queue.fence()
         replies = await queue.connector.pipeline([admit, attach])
