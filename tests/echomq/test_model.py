@@ -13,36 +13,52 @@ from tests.conftest import cluster_url
 from tests.echomq.model_machine import GATE_REACH, REACH, QueueMachine
 from tests.echomq.model_sharded import ShardedMachine
 
+# Exploration runs in rounds of random examples until every REACH label has been reached,
+# at most ROUNDS rounds: each label is a state the checks must have seen (a refused stale
+# token, a settle of a completed job...), and with every step of the issue-14 features
+# beside the others a single round of 60 examples missed one now and then (about 1 run in
+# 3 on the sharded machine). More rounds explore more; every check and every label stays.
+ROUNDS = 3
 
-def run_machine(url: str, cluster: bool, *, examples: int, steps: int, **extra: object) -> None:
-    """Run the state machine (also used by scripts/mutation_check.py with its own settings)."""
+
+def run_machine(url: str, cluster: bool, *, examples: int, steps: int, keep: bool = False,
+                **extra: object) -> None:
+    """Run the state machine (also used by scripts/mutation_check.py with its own settings);
+    ``keep`` adds to the labels reached by an earlier round instead of starting afresh."""
     QueueMachine.url, QueueMachine.cluster = url, cluster
-    QueueMachine.reached.clear()
+    if not keep:
+        QueueMachine.reached.clear()
     machine = type("Run", (QueueMachine,), {})  # settings apply once per class: a fresh one
     run = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
                    suppress_health_check=list(HealthCheck), **extra)(machine)  # type: ignore[arg-type]
     run.TestCase().runTest()
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_protocol_matches_its_model(backend: str, backend_url: str) -> None:
-    run_machine(backend_url, backend == "cluster", examples=60, steps=60)
-    missed = REACH - {k for k, n in QueueMachine.reached.items() if n}
-    assert not missed, f"the run never reached: {sorted(missed)}"
+    for r in range(ROUNDS):
+        run_machine(backend_url, backend == "cluster", examples=60, steps=60, keep=r > 0)
+        missed = REACH - {k for k, n in QueueMachine.reached.items() if n}
+        if not missed:
+            break
+    assert not missed, f"{ROUNDS} rounds of 60 examples never reached: {sorted(missed)}"
 
 
 @pytest.mark.cluster
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_sharded_queue_matches_its_model_on_the_cluster(local_cluster: LocalCluster) -> None:
     """The same machine through ShardedQueue (3 shards, one per primary), one model per shard."""
     ShardedMachine.url, ShardedMachine.cluster = cluster_url(local_cluster), True
     QueueMachine.reached.clear()
-    machine = type("ShardedRun", (ShardedMachine,), {})
-    run = settings(max_examples=40, stateful_step_count=60, deadline=None,
-                   suppress_health_check=list(HealthCheck))(machine)  # type: ignore[arg-type]
-    run.TestCase().runTest()
     # A schedule admits into one single-slot queue; the single-queue machines cover it.
     unsharded = {"schedule ticks admitted", "schedule ticks below the mark refused",
                  "schedule tick not due refused"}
-    missed = REACH - GATE_REACH - unsharded - {k for k, n in QueueMachine.reached.items() if n}
-    assert not missed, f"the run never reached: {sorted(missed)}"
+    for _ in range(ROUNDS):
+        machine = type("ShardedRun", (ShardedMachine,), {})  # settings apply once per class
+        run = settings(max_examples=40, stateful_step_count=60, deadline=None,
+                       suppress_health_check=list(HealthCheck))(machine)  # type: ignore[arg-type]
+        run.TestCase().runTest()
+        missed = REACH - GATE_REACH - unsharded - {k for k, n in QueueMachine.reached.items() if n}
+        if not missed:
+            break
+    assert not missed, f"{ROUNDS} rounds of 40 examples never reached: {sorted(missed)}"
