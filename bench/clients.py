@@ -40,8 +40,9 @@ def calls(n: int) -> list[tuple[list[str], list[bytes | str]]]:
     out = []
     for _ in range(n):
         jid = ids.generate("JOB")
-        # enqueue.lua's six keys, in its header's order, and the bench's 64-byte payload.
-        out.append(([Q + "job:" + jid, Q + "pending", Q + "wake", Q + "meta", Q + "parked", Q + "active"],
+        # enqueue.lua's seven keys, in its header's order, and the bench's 64-byte payload.
+        out.append(([Q + "job:" + jid, Q + "pending", Q + "wake", Q + "meta", Q + "parked", Q + "active",
+                     Q + "rate"],
                     [jid, b"x" * 64]))
     return out
 
