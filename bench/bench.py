@@ -9,7 +9,7 @@ The rules it follows (issue 15 item 1), each where it is kept:
   create ids inside ``Phase``; the peers mint theirs inside their own calls.
 * the same N for every system in the drain (``drain``), and the same N for every
   system's bulk admission (``bulk``).
-* the server limit is the real ``enqueue.lua`` with its four keys (wake included), the
+* the server limit is the real ``enqueue.lua`` with its seven keys (wake included), the
   same N, 64-byte payload, starting from an empty queue like the admission row, for
   time-ordered and random id orders (bench/limit.py).
 * each peer's fastest documented path: taskiq's list and stream brokers (two systems),
