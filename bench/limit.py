@@ -3,8 +3,8 @@
     .venv/bin/python bench/limit.py --jobs 200000 [--order time|random] [--url redis://...]
 
 Exactly the call ``AsyncQueue.enqueue_many`` sends (``echomq.protocol.enqueue``: the job,
-pending, wake, meta, parked, active and rate keys, the id and a 64-byte payload), ``EVALSHA`` of the script the
-package ships. The ids are minted before the clock starts (this measures the server, not
+pending, wake, meta, parked, active and rate keys, the id and a 64-byte payload),
+``EVALSHA`` of the script the package ships. The ids are minted before the clock starts (this measures the server, not
 the client) in the order asked: ``time`` as ``generate_many`` gives them, ``random`` the
 same ids shuffled. The queue starts empty, so the pending set grows over the same sizes as
 the admission row it is compared with. The commands are encoded once; two connections each
@@ -119,7 +119,8 @@ def measure(url: str, n: int, order: str, payload: bytes = b"x" * 64, conns: int
         raise SystemExit(f"limit run: {ok} of {n} enqueued; replies {got[0][:200]!r}")
     return {"n": n, "order": order, "rate": n / wall, "seconds": wall, "server_us": (s1 - s0) / n * 1e6,
             "server_busy": (s1 - s0) / wall, "connections": conns, "chunk": CHUNK,
-            "script": f"enqueue.lua EVALSHA {sha[:12]}, 7 keys (job, pending, wake, meta, parked, active, rate), 64-byte payload"}
+            "script": f"enqueue.lua EVALSHA {sha[:12]}, 7 keys (job, pending, wake, meta, parked, "
+                      "active, rate), 64-byte payload"}
 
 
 def main() -> None:
