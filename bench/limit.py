@@ -4,13 +4,14 @@
 
 Exactly the call ``AsyncQueue.enqueue_many`` sends (``echomq.protocol.enqueue``: the job,
 pending, wake, meta, parked, active and rate keys, the id and a 64-byte payload),
-``EVALSHA`` of the script the package ships. The ids are minted before the clock starts (this measures the server, not
-the client) in the order asked: ``time`` as ``generate_many`` gives them, ``random`` the
-same ids shuffled. The queue starts empty, so the pending set grows over the same sizes as
-the admission row it is compared with. The commands are encoded once; two connections each
-keep the socket full from a writer thread while a reader thread counts the replies, so the
-server (pinned to its own core) is the bottleneck: ``server_busy`` (server CPU ÷ wall time)
-near 1.0 shows it. Every reply must be ``:1`` (enqueued), else the run fails.
+``EVALSHA`` of the script the package ships. The ids are minted before the clock starts
+(this measures the server, not the client) in the order asked: ``time`` as ``generate_many``
+gives them, ``random`` the same ids shuffled. The queue starts empty, so the pending set
+grows over the same sizes as the admission row it is compared with. The commands are encoded
+once; two connections each keep the socket full from a writer thread while a reader thread
+counts the replies, so the server (pinned to its own core) is the bottleneck:
+``server_busy`` (server CPU ÷ wall time) near 1.0 shows it. Every reply must be ``:1``
+(enqueued), else the run fails.
 """
 
 from __future__ import annotations

@@ -90,8 +90,9 @@ def main() -> None:
       f"{res['settings']['drain']:,} in each drain, {res['settings']['latency']} latency samples, "
       "a 64-byte payload for every job.")
     w("- The server limit is the real `enqueue.lua` (its seven keys: job, pending, wake, meta, "
-      "parked, active, rate; `bench/limit.py`), with the same N and payload, from an empty queue like the admission row, "
-      "for time-ordered ids (the order `enqueue_many` rows use) and for random ids.")
+      "parked, active, rate; `bench/limit.py`), with the same N and payload, from an empty "
+      "queue like the admission row, for time-ordered ids (the order `enqueue_many` rows use) "
+      "and for random ids.")
     w("- Each peer's fastest documented path: taskiq's list and stream brokers, dramatiq's `send` and "
       "`group`, rq's `enqueue_many` and non-forking `SimpleWorker`; arq, saq, bullmq, celery as "
       "bench/peers.txt pins them.")
