@@ -1,0 +1,63 @@
+"""Which server commands a default Consumer's drain sends per job (issue 15 item 5).
+
+    .venv/bin/python bench/drain_profile.py [--jobs 5000] [--async-handler]
+
+One fresh embedded Valkey; N jobs admitted, ``INFO commandstats`` reset, then a Consumer
+with default options drains them (a blocking no-op handler, as the benchmark's drain row,
+or an async one). Prints the rate, the server CPU per job (``INFO cpu``) and, per command,
+calls and µs per job: ``evalsha`` is the scripts' whole time, the commands they ran are
+listed under their own names too, so the difference is time spent in Lua itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import redis
+
+from echomq import AsyncConnector, AsyncQueue, Consumer, Lease, generate_many
+from echomq.server import EmbeddedValkey
+
+
+def server_cpu(r: redis.Redis) -> float:
+    i = r.info("cpu")
+    return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=5000)
+    ap.add_argument("--async-handler", action="store_true")
+    a = ap.parse_args()
+    n = a.jobs
+    with EmbeddedValkey() as s:
+        raw = redis.Redis.from_url(s.url)
+        q = AsyncQueue(AsyncConnector.from_url(s.url), "drain")
+        await q.enqueue_many([(i, b"x" * 64) for i in generate_many("JOB", n)])
+        raw.config_resetstat()
+        c0, t0 = server_cpu(raw), time.monotonic()
+
+        async def async_handler(lease: Lease) -> None:
+            return None
+
+        def blocking_handler(lease: Lease) -> None:
+            return None
+
+        consumer = Consumer(q, async_handler if a.async_handler else blocking_handler)
+        task = asyncio.create_task(consumer.run())
+        while (await q.stats()).done < n:  # noqa: ASYNC110 (the server says when all are done)
+            await asyncio.sleep(0.01)
+        wall, cpu, stats = time.monotonic() - t0, server_cpu(raw) - c0, raw.info("commandstats")
+        consumer.stop()
+        await task
+    kind = "async" if a.async_handler else "blocking"
+    print(f"{n} jobs, {kind} handler: {n / wall:,.0f}/s, server {cpu / n * 1e6:.1f} µs/job")
+    for name, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:15]:
+        print(f"{name.removeprefix('cmdstat_'):20s} calls/job {v['calls'] / n:7.3f}  "
+              f"µs/job {v['usec'] / n:7.2f}  µs/call {v['usec_per_call']:.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
