@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from echomq.consumer_child import ConsumerChild
     from echomq.errors import (
         BackPressure,
+        ConfigurationError,
         EchoMQError,
         HandlerTimeout,
         InvalidArgument,
@@ -111,6 +112,7 @@ __all__ = [
     "Claimed",
     "ClusterConnector",
     "Completion",
+    "ConfigurationError",
     "Connector",
     "Consumer",
     "ConsumerChild",

@@ -47,6 +47,15 @@ def _reply_text(exc: rex.ResponseError) -> str:
     return text
 
 
+def no_auth(text: str) -> bool:
+    """An authentication refusal that says no credentials were given (NOAUTH), as
+    opposed to wrong ones: redis-py strips the code, so the message tells them apart
+    ("Authentication required.", "HELLO must be called with the client already
+    authenticated ...")."""
+    low = text.lower()
+    return "NOAUTH" in text or "required" in low or "already authenticated" in low
+
+
 def translate(exc: BaseException) -> BaseException:
     """The EchoMQ exception for ``exc`` (``exc`` itself when it is not the client's)."""
     if isinstance(exc, EchoMQError):
@@ -54,7 +63,7 @@ def translate(exc: BaseException) -> BaseException:
     if isinstance(exc, rex.AuthenticationError | rex.AuthorizationError | rex.NoPermissionError):
         text = str(exc)
         code = "NOPERM" if not isinstance(exc, rex.AuthenticationError) else (
-            "NOAUTH" if "NOAUTH" in text or "required" in text.lower() else "WRONGPASS")
+            "NOAUTH" if no_auth(text) else "WRONGPASS")
         return error_from_reply(f"{code} {text}")
     if isinstance(exc, rex.ResponseError):  # NOSCRIPT, MOVED, ASK, EMQ*, OOM, BUSY ...
         return error_from_reply(_reply_text(exc))

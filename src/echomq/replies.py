@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from redis import exceptions as rex
 
+from echomq._edge import no_auth
 from echomq.errors import ProtocolVersionError, ServerUnavailable
 
 __all__ = ["FIXES", "Episodes", "Kind", "Refusal", "classify", "reply_code"]
@@ -133,7 +134,7 @@ def _code_of(exc: BaseException) -> str | None:
         return "OOM"  # redis-py's own text for an OOM reply whose code it stripped
     for kind, name in _TYPES:
         if isinstance(exc, kind):
-            if name == "WRONGPASS" and ("NOAUTH" in text or "required" in text.lower()):
+            if name == "WRONGPASS" and no_auth(text):
                 return "NOAUTH"
             return name
     return None

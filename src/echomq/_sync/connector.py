@@ -64,7 +64,12 @@ _NOSCRIPT_ROUNDS = 3  # a script flushed again between load and resend, twice: g
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures that a later attempt can outlive (restart, failover, loading)."""
+    """True for failures that a later attempt can outlive (restart, failover, loading).
+
+    A refused password (WRONGPASS, NOAUTH) is not one, though redis-py raises it as a
+    ConnectionError: no retry fixes a URL, so the caller hears it at once."""
+    if isinstance(exc, rex.AuthenticationError | rex.AuthorizationError):
+        return False
     if isinstance(exc, _TRANSIENT):
         return True
     return isinstance(exc, rex.ResponseError) and str(exc).startswith(

@@ -12,11 +12,13 @@ from echomq import (
     PROTOCOL,
     AsyncConnector,
     AsyncQueue,
+    ConfigurationError,
     InvalidJobId,
     InvalidPayload,
     PayloadTooLarge,
     ProtocolVersionError,
     QueueOptions,
+    ServerUnavailable,
     Verdict,
     generate,
 )
@@ -206,6 +208,29 @@ async def test_version_fence_refuses_another_major(queue: AsyncQueue, raw: redis
 async def test_version_fence_accepts_same_major(queue: AsyncQueue, raw: redis.Redis) -> None:
     raw.hset(f"emq:{{{queue.name}}}:meta", "protocol", "echomq:3.4.1")
     assert await queue.enqueue(jid(), b"x") is Verdict.ENQUEUED
+
+
+async def test_a_wrong_password_is_a_configuration_error_not_an_outage() -> None:
+    """WRONGPASS/NOAUTH are not retried for the whole budget as if the server were down:
+    the first refusal is the caller's ConfigurationError, and nothing is written."""
+    from echomq.server import EmbeddedValkey
+
+    with EmbeddedValkey(extra={"requirepass": "s3cret"}) as server:
+        for auth, code in ((":wrong@", "WRONGPASS"), ("", "NOAUTH")):
+            conn = AsyncConnector.from_url(f"redis://{auth}127.0.0.1:{server.port}",
+                                           retry_budget_s=60.0)
+            try:
+                with pytest.raises(ConfigurationError) as caught:
+                    await AsyncQueue(conn, "auth").enqueue(jid(), b"x")
+                assert not isinstance(caught.value, ServerUnavailable)
+                assert code in str(caught.value)
+            finally:
+                await conn.aclose()
+        admin = AsyncConnector.from_url(f"redis://:s3cret@127.0.0.1:{server.port}")
+        try:
+            assert await admin.command("DBSIZE") == 0  # nothing written
+        finally:
+            await admin.aclose()
 
 
 async def test_connects_over_a_unix_socket_with_a_password(tmp_path) -> None:  # type: ignore[no-untyped-def]

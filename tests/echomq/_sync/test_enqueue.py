@@ -10,6 +10,7 @@ import redis
 
 from echomq import (
     PROTOCOL,
+    ConfigurationError,
     Connector,
     InvalidJobId,
     InvalidPayload,
@@ -17,6 +18,7 @@ from echomq import (
     ProtocolVersionError,
     Queue,
     QueueOptions,
+    ServerUnavailable,
     Verdict,
     generate,
 )
@@ -206,6 +208,29 @@ def test_version_fence_refuses_another_major(queue: Queue, raw: redis.Redis) -> 
 def test_version_fence_accepts_same_major(queue: Queue, raw: redis.Redis) -> None:
     raw.hset(f"emq:{{{queue.name}}}:meta", "protocol", "echomq:3.4.1")
     assert queue.enqueue(jid(), b"x") is Verdict.ENQUEUED
+
+
+def test_a_wrong_password_is_a_configuration_error_not_an_outage() -> None:
+    """WRONGPASS/NOAUTH are not retried for the whole budget as if the server were down:
+    the first refusal is the caller's ConfigurationError, and nothing is written."""
+    from echomq.server import EmbeddedValkey
+
+    with EmbeddedValkey(extra={"requirepass": "s3cret"}) as server:
+        for auth, code in ((":wrong@", "WRONGPASS"), ("", "NOAUTH")):
+            conn = Connector.from_url(f"redis://{auth}127.0.0.1:{server.port}",
+                                           retry_budget_s=60.0)
+            try:
+                with pytest.raises(ConfigurationError) as caught:
+                    Queue(conn, "auth").enqueue(jid(), b"x")
+                assert not isinstance(caught.value, ServerUnavailable)
+                assert code in str(caught.value)
+            finally:
+                conn.close()
+        admin = Connector.from_url(f"redis://:s3cret@127.0.0.1:{server.port}")
+        try:
+            assert admin.command("DBSIZE") == 0  # nothing written
+        finally:
+            admin.close()
 
 
 def test_connects_over_a_unix_socket_with_a_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
