@@ -33,6 +33,7 @@ from typing import Any
 from echomq import ids, keyspace
 from echomq.bounds import MAX_ATTEMPTS, MAX_DELAY_MS, check_int
 from echomq.errors import InvalidArgument
+from echomq.gate import check_priority
 from echomq.protocol import Call, QueueKeys, check_lane, check_payload, layout
 
 __all__ = ["MAX_CATCH_UP", "MIN_EVERY_MS", "Missed", "Schedule", "ScheduleReply", "tick_of"]
@@ -75,6 +76,8 @@ class Schedule:
     payload: bytes = b""
     lane: str | None = None
     max_attempts: int | None = None
+    timeout_ms: int | None = None
+    priority: int = 0
     missed: Missed = Missed.SKIP
     max_catch_up: int = 100
 
@@ -95,6 +98,9 @@ class Schedule:
         check_lane(self.lane)
         if self.max_attempts is not None:
             check_int("max_attempts", self.max_attempts, 1, MAX_ATTEMPTS)
+        if self.timeout_ms is not None:
+            check_int("timeout_ms", self.timeout_ms, 1, MAX_DELAY_MS)
+        check_priority(self.priority)
         if isinstance(self.missed, str) and not isinstance(self.missed, Missed):
             try:
                 object.__setattr__(self, "missed", Missed(self.missed))
@@ -163,7 +169,8 @@ class Schedule:
                 k.wake, *(k.job(i) for i in job_ids)]
         args: list[str | bytes | int] = [
             self.name, "" if floor is None else floor, self.payload, self.lane or "",
-            "" if self.max_attempts is None else self.max_attempts, self.spec, *job_ids]
+            "" if self.max_attempts is None else self.max_attempts, self.spec,
+            "" if self.timeout_ms is None else self.timeout_ms, self.priority, *job_ids]
         return Call(_SCHEDULE, keys, args)
 
 
@@ -194,4 +201,5 @@ def _cron(expr: object, start_s: int) -> Any:
 
 
 _SCHEDULE = layout("schedule", ("sched", "pending", "lanes", "meta", "wake", "jobs"),
-                    ("name", "floor", "payload", "lane", "max_attempts", "spec", "ids"))
+                    ("name", "floor", "payload", "lane", "max_attempts", "spec", "timeout_ms",
+                     "priority", "ids"))

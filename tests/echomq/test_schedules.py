@@ -78,6 +78,8 @@ def test_job_ids_derive_from_name_and_tick() -> None:
     {"name": "a", "every_ms": 100, "payload": "text"}, {"name": "a", "every_ms": 100, "lane": ""},
     {"name": "a", "every_ms": 100, "max_attempts": 0}, {"name": "a", "every_ms": 100, "missed": "later"},
     {"name": "a", "every_ms": 100, "max_catch_up": 0}, {"name": "a", "every_ms": True},
+    {"name": "a", "every_ms": 100, "timeout_ms": 0}, {"name": "a", "every_ms": 100, "priority": 4},
+    {"name": "a", "every_ms": 100, "priority": -1}, {"name": "a", "every_ms": 100, "timeout_ms": 1.5},
     {"name": "a", "every_ms": 100, "queue": "{x}"},
 ])
 def test_bad_schedules_are_typed_errors(kw: dict[str, object]) -> None:
@@ -148,7 +150,7 @@ async def test_bad_calls_are_refused_before_any_write(conn: AsyncConnector, qnam
     tick = s.latest(await conn.server_time_ms())
     good = s.call([tick - 1000, tick])
     backwards = Call(good.script, [*good.keys[:5], good.keys[6], good.keys[5]],
-                     [*good.args[:6], good.args[7], good.args[6]])
+                     [*good.args[:8], good.args[9], good.args[8]])
     with pytest.raises(InvalidArgument, match="EMQARG ticks must strictly increase"):
         await conn.run(backwards)
     wrong_name = Call(good.script, good.keys, ["other", *good.args[1:]])
@@ -157,7 +159,30 @@ async def test_bad_calls_are_refused_before_any_write(conn: AsyncConnector, qnam
     bad_floor = Call(good.script, good.keys, [good.args[0], "-5", *good.args[2:]])
     with pytest.raises(InvalidArgument, match="EMQARG floor"):
         await conn.run(bad_floor)
+    for at, value, word in ((6, "0", "timeout_ms"), (7, "4", "priority"), (7, "", "priority")):
+        args = list(good.args)
+        args[at] = value
+        with pytest.raises(InvalidArgument, match=f"EMQARG {word}"):
+            await conn.run(Call(good.script, good.keys, args))
     assert keys_of(raw, qname) == set()
+
+
+async def test_a_schedule_gives_each_tick_its_timeout_and_priority(
+        conn: AsyncConnector, qname: str, raw: redis.Redis) -> None:
+    q = AsyncQueue(conn, qname)
+    s = Schedule(name="opts", queue=qname, every_ms=1000, timeout_ms=2500, priority=3)
+    plain = Schedule(name="plain", queue=qname, every_ms=1000)
+    tick = s.latest(await conn.server_time_ms())
+    for sched in (plain, s):
+        await conn.run(sched.call([], floor=tick - 1000))
+        assert decode_schedule(await conn.run(sched.call([tick]))).admitted == [sched.job_id(tick)]
+    row = await q.job(s.job_id(tick))
+    assert row is not None and row["timeout"] == b"2500" and row["prio"] == b"3"
+    bare = await q.job(plain.job_id(tick))
+    assert bare is not None and "timeout" not in bare and "prio" not in bare
+    # the priority orders the claim: the later schedule's tick is leased first, with its timeout
+    first = (await q.claim(1, lease_ms=30_000))[0]
+    assert first.id == s.job_id(tick) and first.timeout_ms == 2500
 
 
 async def test_another_major_version_is_refused_and_nothing_changes(

@@ -18,7 +18,9 @@
 -- ARGV[4] lane: lane name, '' for none
 -- ARGV[5] max_attempts: the jobs' failure limit (1..10000), '' for the consumer's default
 -- ARGV[6] spec: the schedule's description, kept for inspection
--- ARGV[7..] ids: the ticks' job ids, ticks strictly increasing
+-- ARGV[7] timeout_ms: the jobs' handler timeout (1..31622400000), '' for the consumer's
+-- ARGV[8] priority: the jobs' priority, 0..3 (include/pend.lua)
+-- ARGV[9..] ids: the ticks' job ids, ticks strictly increasing
 -- RETURNS: {mark or -1, the server's now (ms), the ids admitted by this call...}
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not these ids' queue; EMQVERSION
 --   another major version; nothing written
@@ -27,23 +29,24 @@
 -- @include pend
 -- @include fence
 -- @include shape
-local bad = shape({'sched:' .. (ARGV[1] or ''), 'pending', 'lanes', 'meta', 'wake'}, 6, 5, 6)
+local bad = shape({'sched:' .. (ARGV[1] or ''), 'pending', 'lanes', 'meta', 'wake'}, 8, 5, 8)
 if bad then return bad end
 if #ARGV[1] < 1 or #ARGV[1] > 100 or string.find(ARGV[1], '[^%w_.%-]') then
   return redis.error_reply('EMQARG a schedule name is 1..100 of [A-Za-z0-9_.-]')
 end
-local floor = tonumber(ARGV[2])
-if ARGV[2] ~= '' and (not floor or floor < 0 or floor > 281474976710655 or floor ~= math.floor(floor)) then
-  return redis.error_reply('EMQARG floor must be an integer in 0..2^48-1 or empty')
-end
 if #ARGV[4] > 256 then return redis.error_reply('EMQARG lane longer than 256') end
-local max = tonumber(ARGV[5])
-if ARGV[5] ~= '' and (not max or max < 1 or max > 10000 or max ~= math.floor(max)) then
-  return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
+-- argument, lowest, highest, may be '': floor, max_attempts, timeout_ms, priority
+for _, c in ipairs({{2, 'floor', 0, 281474976710655, 1}, {5, 'max_attempts', 1, 10000, 1},
+                    {7, 'timeout_ms', 1, 31622400000, 1}, {8, 'priority', 0, 3}}) do
+  local v, n = ARGV[c[1]], tonumber(ARGV[c[1]])
+  if not (c[5] and v == '') and not (n and n >= c[3] and n <= c[4] and n == math.floor(n)) then
+    return redis.error_reply('EMQARG ' .. c[2] .. ' must be an integer in ' .. c[3] .. '..' .. fmt(c[4]))
+  end
 end
+local floor = tonumber(ARGV[2])
 local B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 local ticks, last = {}, -1
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   local id = ARGV[i]
   if #id ~= 29 or string.sub(id, 1, 3) ~= 'JOB' or string.find(id, '[^0-9A-HJKMNP-TV-Z]', 4)
       or string.find(id, '^[0-7]', 4) == nil then
@@ -66,12 +69,14 @@ local out = {mark or -1, now}
 for i, tick in ipairs(ticks) do
   if tick > now then break end -- threshold: due on the server's clock
   if not mark or tick > mark then -- fence: after the schedule's mark
-    local id = ARGV[6 + i]
+    local id = ARGV[8 + i]
     if redis.call('EXISTS', KEYS[5 + i]) == 0 then
       if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL); known = true end
       redis.call('HSET', KEYS[5 + i], 'state', 'pending', 'attempts', '0', 'payload', ARGV[3])
       if ARGV[4] ~= '' then redis.call('HSET', KEYS[5 + i], 'lane', ARGV[4], 'serial', '0') end
       if ARGV[5] ~= '' then redis.call('HSET', KEYS[5 + i], 'max', ARGV[5]) end
+      if ARGV[7] ~= '' then redis.call('HSET', KEYS[5 + i], 'timeout', ARGV[7]) end
+      if ARGV[8] ~= '0' then redis.call('HSET', KEYS[5 + i], 'prio', ARGV[8]) end
       pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, ARGV[4], false, KEYS[5 + i])
       out[#out + 1] = id
     end
