@@ -13,17 +13,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from echomq.model import Completion, Lease
 
 if TYPE_CHECKING:
     from echomq._async.queue import AsyncQueue
 
-__all__ = ["AckBatcher", "Pending"]
+__all__ = ["AckBatcher", "Pending", "Waiter"]
 
-Pending = tuple[Lease, bytes, "asyncio.Future[Completion]"]
-"""One completion waiting for its flush: the lease, its result, the waiter's future."""
+
+class Waiter(Protocol):
+    """Who hears a completion's verdict: a task's future, or a direct run's callback
+    object (:mod:`echomq.direct_runs`: no future, no task)."""
+
+    def done(self) -> bool: ...
+    def set_result(self, verdict: Completion, /) -> None: ...
+    def set_exception(self, exc: BaseException, /) -> None: ...
+
+
+Pending = tuple[Lease, bytes, Waiter]
+"""One completion waiting for its flush: the lease, its result, who hears the verdict."""
 
 
 class AckBatcher:
@@ -48,6 +58,14 @@ class AckBatcher:
         elif len(self._waiting) == 1:
             self.flush_soon()
         return await fut
+
+    def add(self, lease: Lease, result: bytes, waiter: Waiter) -> None:
+        """Queue one completion whose verdict ``waiter`` hears (nothing awaits it)."""
+        self._waiting.append((lease, result, waiter))
+        if self.pumping:
+            self._kick.set()
+        elif len(self._waiting) == 1:
+            self.flush_soon()
 
     def take(self) -> list[Pending]:
         """The waiting completions, handed to the caller's flush (then resolve or fail)."""

@@ -10,7 +10,11 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 ``reap`` makes the job visible again. Handlers must be idempotent.
 
 * A handler is an ``async def`` (run on the loop) or a plain function (run in a
-  worker thread, so a blocking handler never starves the heartbeats).
+  worker thread, so a blocking handler never starves the heartbeats). At most
+  ``concurrency`` handlers run at once; with a deep backlog the consumer leases up to
+  ``concurrency`` more ahead of them, so each flush claims a full batch
+  (docs/decisions/0025-direct-runs.md). A plain function without hooks runs without a
+  task per job (:mod:`echomq.direct_runs`), same guarantees.
 * Handler answers: ``None`` or :class:`Ack` completes; :class:`Defer` retries later
   without counting a failure; :class:`Backoff` or an exception counts a failure and
   retries with the backoff policy (dead at the attempt limit, error kept).
@@ -40,7 +44,8 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   the consumer: :meth:`run` logs one error line and raises ProtocolVersionError (a
   ConfigurationError). Nothing
   is written before the first flush has passed the fence (maintenance waits for it).
-* :meth:`stop` stops claiming, lets running handlers finish within the grace
+* :meth:`stop` stops claiming, hands back at once the jobs leased ahead and not
+  started, lets running handlers finish within the grace
   period, then cancels them and hands their jobs back at once (``defer`` with no
   delay, fenced by the attempt: pending again, no failure counted) instead of
   leaving them to a lease expiry. ``stop(hurry=True)`` ends the grace period now.
@@ -67,6 +72,7 @@ from echomq._async.seam import WakeSubscription
 from echomq._threads import HandlerThreads
 from echomq.ack_batcher import AckBatcher
 from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
+from echomq.direct_runs import DirectRuns
 from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
 from echomq.finishing import hand_back, record_outcome
@@ -102,11 +108,22 @@ class Consumer:
         self.stats = ConsumerStats()
         self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
         self._leases = LeaseTable()
+        # Handlers running at once: at most ``concurrency``. With a deep backlog the drain
+        # loop leases up to ``concurrency`` more ahead of them (they wait here for a slot),
+        # so a flush's claim is never limited to the slots its own completions freed.
+        self._slots = asyncio.Semaphore(self.options.concurrency)
+        self._queued: set[asyncio.Task[None]] = set()  # leased, waiting for a slot
         self._asked: set[str] = set()  # jobs asked to stop whose async handler was cancelled
         self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms)
         self._threads: HandlerThreads | None = None
+        # A blocking handler without hooks runs its attempts without a task each (those
+        # with a handler timeout keep theirs): docs/decisions/0025-direct-runs.md.
+        self._direct = not self._is_async and not self.hooks
+        self._runs = DirectRuns(leases=self._leases, acks=self._acks, stats=self.stats,
+                                kick=self._kick, name=self.name, finish=self._finish,
+                                failed=self._finish_failed)
         self._stopping = asyncio.Event()
         self._hurry = False
         self._closed = False
@@ -127,7 +144,8 @@ class Consumer:
         if self.options.maintenance:
             aux.append(asyncio.create_task(self._maintain(), name=f"{self.name}:maint"))
         if not self._is_async:
-            self._threads = HandlerThreads(self.options.concurrency, asyncio.get_running_loop())
+            self._threads = HandlerThreads(self.options.concurrency, asyncio.get_running_loop(),
+                                           on_direct=self._runs.on_results)
         try:
             self._acks.pumping = True
             try:
@@ -144,7 +162,7 @@ class Consumer:
                 self._threads.close()
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await cancel_and_wait(aux)
-            await cancel_and_wait(self._leases.tasks())
+            await cancel_and_wait(self._leases.tasks() + self._runs.tasks())
         if self._fatal is not None:
             raise self._fatal
 
@@ -166,12 +184,15 @@ class Consumer:
         next candidates (docs/decisions/0008-drain-path.md)."""
         o, q = self.options, self.queue
         window = 2 * o.concurrency + 16  # room to skip jobs of busy serial lanes
+        ahead = o.concurrency  # leases held beyond the running handlers while the backlog is deep
         cands: list[bytes] = []
         fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
         held_until = 0.0  # the claim gate held jobs back until then (loop clock): no claims
         while not self._stopping.is_set():
             self._start(self._parking.take())
-            free = o.concurrency - len(self._leases) + len(self._acks)
+            # A full peek: at least ``window`` jobs wait, lease ahead of the slots.
+            deep = len(cands) >= window
+            free = o.concurrency + (ahead if deep else 0) - len(self._leases) + len(self._acks)
             hold = held_until - asyncio.get_running_loop().time()
             if not self._acks and (free <= 0 or (fresh and not cands) or hold > 0):
                 if (free > 0 and hold <= 0 and o.handoff
@@ -238,13 +259,20 @@ class Consumer:
         self.stats.claimed += len(leases)
         if not claimed:
             self.stats.handed_off += len(leases)
+        threads, default_ms = self._threads, self.options.timeout_ms
         for lease in leases:
+            if self._direct and threads is not None and timeout_for(lease, default_ms) is None:
+                self._leases.add_direct(lease)
+                threads.run_direct(self.handler, lease)
+                continue
             task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
             self._leases.add(task, lease)
+            self._queued.add(task)
             task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._leases.remove(task)
+        self._queued.discard(task)
         self._kick.set()
         if not task.cancelled() and task.exception() is not None:  # observed, never lost
             log.error("%s: %s ended with an error", self.name, task.get_name(),
@@ -290,6 +318,21 @@ class Consumer:
                 await event.wait()
 
     async def _drain(self) -> None:
+        if self._threads is not None:  # direct leases no thread has started: not run now
+            unrun = self._threads.hold()
+            for lease in unrun:
+                self._leases.end_direct(lease)
+            if unrun:
+                await self._hand_back(unrun)
+        # Leased ahead and still waiting for a slot: back to pending now, not run after the
+        # stop (one turn first: a lease just started with a slot free takes it).
+        await asyncio.sleep(0)
+        unstarted = [(t, x) for t, x in self._leases.items() if t in self._queued]
+        for task, _ in unstarted:
+            task.cancel()
+        if unstarted:
+            await asyncio.gather(*(t for t, _ in unstarted), return_exceptions=True)
+            await self._hand_back([lease for _, lease in unstarted])
         deadline = time.monotonic() + self.options.grace_s
         while self._leases and not self._hurry and time.monotonic() < deadline:
             self._kick.clear()  # set by every finished handler and by stop(hurry=True)
@@ -298,17 +341,21 @@ class Consumer:
         for task, _ in late:
             task.cancel()
         await asyncio.gather(*(t for t, _ in late), return_exceptions=True)
+        given_up = self._leases.take_direct()  # still running: their outcomes are discarded
+        await cancel_and_wait(self._runs.tasks())  # finishes still retrying: handed back now
         # Hand-offs that arrived after the withdrawal never started: back to pending too.
-        await self._hand_back([lease for _, lease in late] + self._parking.take())
+        await self._hand_back([lease for _, lease in late] + given_up + self._parking.take())
 
     async def _hand_back(self, leases: list[Lease]) -> None:
         await hand_back(self.queue, self.stats, leases, name=self.name)
 
     async def _run_one(self, lease: Lease) -> None:
         try:
-            outcome = await call_handler(lambda: self._call(lease), lease, hooks=self.hooks,
-                                         timeout_ms=timeout_for(lease, self.options.timeout_ms),
-                                         who=self.name)
+            async with self._slots:  # never more than ``concurrency`` handlers at once
+                self._queued.discard(asyncio.current_task())
+                outcome = await call_handler(lambda: self._call(lease), lease, hooks=self.hooks,
+                                             timeout_ms=timeout_for(lease, self.options.timeout_ms),
+                                             who=self.name)
         except asyncio.CancelledError:
             if self._leases.was_lost(lease):
                 return  # lease lost: the outcome is discarded, the job runs elsewhere
@@ -327,10 +374,16 @@ class Consumer:
                 await self._finish(lease, outcome)
                 await self.hooks.run_finished(lease, outcome, began, time.time())
             except Exception as exc:
-                self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
-                if self._fatal is None:
-                    log.error("%s: could not record the outcome of %s; its lease will expire",
-                              self.name, lease.id, exc_info=exc)
+                self._finish_failed(exc, lease)
+        # Out of the table now, not a loop turn later in the done callback: the drain loop's
+        # next flush counts this slot free (its claim fills it).
+        self._leases.remove(asyncio.current_task())  # type: ignore[arg-type]
+
+    def _finish_failed(self, exc: BaseException, lease: Lease) -> None:
+        self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
+        if self._fatal is None:
+            log.error("%s: could not record the outcome of %s; its lease will expire",
+                      self.name, lease.id, exc_info=exc)
 
     async def _call(self, lease: Lease) -> Outcome:
         if self._is_async:
@@ -367,7 +420,7 @@ class Consumer:
                     # Asked to stop (decision 0023): the token tells a blocking handler; an
                     # async one is cancelled. Its attempt's finish ends the job cancelled.
                     lease.cancel.set()
-                    if self._is_async and not task.done():
+                    if task is not None and self._is_async and not task.done():
                         self._asked.add(lease.id)
                         task.cancel()
 

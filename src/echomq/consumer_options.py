@@ -31,9 +31,10 @@ class ConsumerOptions:
 
     beat_ms: int = 100
     lease_ms: int = 10_000
-    # Jobs in flight; also the most jobs one claim takes, so it sets the batch size of
-    # the drain loop (docs/decisions/0008-drain-path.md). A plain-function handler gets
-    # one worker thread per slot.
+    # Handlers running at once; it sets the batch size of the drain loop
+    # (docs/decisions/0008-drain-path.md). With a deep backlog the consumer leases up to
+    # as many more ahead of the running handlers (decision 0025), handed back at once on
+    # stop if not started. A plain-function handler gets one worker thread per slot.
     concurrency: int = 32
     grace_s: float = 10.0
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
