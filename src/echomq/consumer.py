@@ -1,8 +1,10 @@
 """A consumer drains one queue with a handler (docs/architecture.md, "At-least-once, leased").
 
 Its parts: :mod:`echomq.consumer_options` (what it is given and counts),
-:mod:`echomq.lease_table` (the leases it holds), :mod:`echomq.ack_batcher` (its group
-commit of completions), :mod:`echomq.upkeep_duty` (its share of the queue's upkeep).
+:mod:`echomq.lease_table` (the leases it holds), :mod:`echomq.task_runs` and
+:mod:`echomq.direct_runs` (an attempt in a task of its own, or straight on a handler
+thread), :mod:`echomq.ack_batcher` (its group commit of completions),
+:mod:`echomq.upkeep_duty` (its share of the queue's upkeep).
 
 It claims jobs, runs the handler, heartbeats every ``beat_ms`` while handlers run,
 and finishes each job fenced by its ``(id, attempt)``. Delivery is at-least-once:
@@ -76,13 +78,14 @@ from echomq.direct_runs import DirectRuns
 from echomq.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.eviction import check_eviction_policy
 from echomq.finishing import hand_back, record_outcome
-from echomq.handling import call_handler, timeout_for
+from echomq.handling import timeout_for
 from echomq.hooks import Hooks
 from echomq.lease_table import LeaseTable, cancel_and_wait
 from echomq.model import Lease
-from echomq.outcomes import Outcome, as_outcome
+from echomq.outcomes import Outcome
 from echomq.parking import Parking
 from echomq.replies import Episodes, Kind, classify
+from echomq.task_runs import TaskRuns
 from echomq.upkeep_duty import UpkeepDuty
 
 __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
@@ -108,12 +111,6 @@ class Consumer:
         self.stats = ConsumerStats()
         self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
         self._leases = LeaseTable()
-        # Handlers running at once: at most ``concurrency``. With a deep backlog the drain
-        # loop leases up to ``concurrency`` more ahead of them (they wait here for a slot),
-        # so a flush's claim is never limited to the slots its own completions freed.
-        self._slots = asyncio.Semaphore(self.options.concurrency)
-        self._queued: set[asyncio.Task[None]] = set()  # leased, waiting for a slot
-        self._asked: set[str] = set()  # jobs asked to stop whose async handler was cancelled
         self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms)
@@ -121,6 +118,9 @@ class Consumer:
         # A blocking handler without hooks runs its attempts without a task each (those
         # with a handler timeout keep theirs): docs/decisions/0025-direct-runs.md.
         self._direct = not self._is_async and not self.hooks
+        self._tasks = TaskRuns(leases=self._leases, kick=self._kick, hooks=self.hooks,
+                               handler=handler, is_async=self._is_async, options=self.options,
+                               name=self.name, finish=self._finish, failed=self._finish_failed)
         self._runs = DirectRuns(leases=self._leases, acks=self._acks, stats=self.stats,
                                 kick=self._kick, name=self.name, finish=self._finish,
                                 failed=self._finish_failed)
@@ -146,6 +146,7 @@ class Consumer:
         if not self._is_async:
             self._threads = HandlerThreads(self.options.concurrency, asyncio.get_running_loop(),
                                            on_direct=self._runs.on_results)
+            self._tasks.threads = self._threads
         try:
             self._acks.pumping = True
             try:
@@ -265,18 +266,7 @@ class Consumer:
                 self._leases.add_direct(lease)
                 threads.run_direct(self.handler, lease)
                 continue
-            task = asyncio.create_task(self._run_one(lease), name=f"{self.name}:{lease.id}")
-            self._leases.add(task, lease)
-            self._queued.add(task)
-            task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._leases.remove(task)
-        self._queued.discard(task)
-        self._kick.set()
-        if not task.cancelled() and task.exception() is not None:  # observed, never lost
-            log.error("%s: %s ended with an error", self.name, task.get_name(),
-                      exc_info=task.exception())
+            self._tasks.start(lease)
 
     def _refused(self, exc: BaseException, where: str) -> float | None:
         """Classify a failure: the back-off for a retryable one, else None. A configuration
@@ -324,15 +314,9 @@ class Consumer:
                 self._leases.end_direct(lease)
             if unrun:
                 await self._hand_back(unrun)
-        # Leased ahead and still waiting for a slot: back to pending now, not run after the
-        # stop (one turn first: a lease just started with a slot free takes it).
-        await asyncio.sleep(0)
-        unstarted = [(t, x) for t, x in self._leases.items() if t in self._queued]
-        for task, _ in unstarted:
-            task.cancel()
+        unstarted = await self._tasks.take_back_unstarted()  # leased ahead, waiting for a slot
         if unstarted:
-            await asyncio.gather(*(t for t, _ in unstarted), return_exceptions=True)
-            await self._hand_back([lease for _, lease in unstarted])
+            await self._hand_back(unstarted)
         deadline = time.monotonic() + self.options.grace_s
         while self._leases and not self._hurry and time.monotonic() < deadline:
             self._kick.clear()  # set by every finished handler and by stop(hurry=True)
@@ -349,49 +333,11 @@ class Consumer:
     async def _hand_back(self, leases: list[Lease]) -> None:
         await hand_back(self.queue, self.stats, leases, name=self.name)
 
-    async def _run_one(self, lease: Lease) -> None:
-        try:
-            async with self._slots:  # never more than ``concurrency`` handlers at once
-                self._queued.discard(asyncio.current_task())
-                outcome = await call_handler(lambda: self._call(lease), lease, hooks=self.hooks,
-                                             timeout_ms=timeout_for(lease, self.options.timeout_ms),
-                                             who=self.name)
-        except asyncio.CancelledError:
-            if self._leases.was_lost(lease):
-                return  # lease lost: the outcome is discarded, the job runs elsewhere
-            if lease.id not in self._asked:
-                raise
-            self._asked.discard(lease.id)
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()  # our own cancel, handled: the finish below must run
-            outcome = None  # asked to stop: any finish of the attempt ends the job cancelled
-        # From here the fenced finish decides; a heartbeat racing it must not call the
-        # lease lost (complete may already have cleared it) nor cancel the write.
-        with self._leases.finishing(lease):
-            try:
-                began = time.time()
-                await self._finish(lease, outcome)
-                await self.hooks.run_finished(lease, outcome, began, time.time())
-            except Exception as exc:
-                self._finish_failed(exc, lease)
-        # Out of the table now, not a loop turn later in the done callback: the drain loop's
-        # next flush counts this slot free (its claim fills it).
-        self._leases.remove(asyncio.current_task())  # type: ignore[arg-type]
-
     def _finish_failed(self, exc: BaseException, lease: Lease) -> None:
         self._refused(exc, f"the finish of {lease.id}")  # a configuration error stops
         if self._fatal is None:
             log.error("%s: could not record the outcome of %s; its lease will expire",
                       self.name, lease.id, exc_info=exc)
-
-    async def _call(self, lease: Lease) -> Outcome:
-        if self._is_async:
-            return as_outcome(await self.handler(lease))  # type: ignore[misc]
-        # A blocking handler runs in a worker thread so heartbeats keep going. If its lease
-        # is lost (or its timeout passes) the thread cannot be stopped; its outcome is discarded.
-        assert self._threads is not None
-        return as_outcome(await self._threads.submit(self.handler, lease))
 
     async def _finish(self, lease: Lease, outcome: Outcome) -> None:
         await record_outcome(self.queue, self._acks, self.stats, lease, outcome,
@@ -420,9 +366,8 @@ class Consumer:
                     # Asked to stop (decision 0023): the token tells a blocking handler; an
                     # async one is cancelled. Its attempt's finish ends the job cancelled.
                     lease.cancel.set()
-                    if task is not None and self._is_async and not task.done():
-                        self._asked.add(lease.id)
-                        task.cancel()
+                    if task is not None:
+                        self._tasks.ask_to_stop(task)
 
     async def _maintain(self) -> None:
         duty = UpkeepDuty(self.queue, self.options, self.stats, self.name,

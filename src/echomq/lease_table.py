@@ -44,6 +44,9 @@ class LeaseTable:
     def remove(self, task: asyncio.Task[None]) -> None:
         self._running.pop(task, None)
 
+    def lease_of(self, task: asyncio.Task[None]) -> Lease | None:
+        return self._running.get(task)
+
     def add_direct(self, lease: Lease) -> None:
         self._direct[id(lease)] = lease
 
