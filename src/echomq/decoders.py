@@ -13,7 +13,7 @@ from typing import Any
 
 from echomq.errors import EchoMQError, ServerError
 from echomq.gate import Claimed
-from echomq.model import CancelOutcome, Completion, JobView, Lease, RetryOutcome, Stats, Verdict
+from echomq.model import CancelOutcome, Completion, JobView, RetryOutcome, Stats, Verdict, new_lease
 
 __all__ = [
     "Bulk",
@@ -108,10 +108,10 @@ def decode_leases(queue: str, flat: Any) -> Claimed:
     next rate token is due."""
     flat = _raise_if_error(flat)
     held = int(flat[-1]) if len(flat) % 6 == 1 else None
-    leases = [
-        Lease(queue=queue, id=text(flat[i]), attempt=int(flat[i + 1]), payload=flat[i + 2] or b"",
-              lane=text(flat[i + 3]) or None, deadline_ms=int(flat[i + 4]),
-              timeout_ms=int(flat[i + 5]) if flat[i + 5] else None)
+    leases = [  # new_lease: Lease(...) without the frozen __init__'s cost, the same value
+        new_lease(queue, text(flat[i]), int(flat[i + 1]), flat[i + 2] or b"",
+                  text(flat[i + 3]) or None, int(flat[i + 4]),
+                  int(flat[i + 5]) if flat[i + 5] else None)
         for i in range(0, len(flat) - len(flat) % 6, 6)
     ]
     return Claimed(leases, paused=held == -1, wait_ms=held if held is not None and held >= 0 else None)

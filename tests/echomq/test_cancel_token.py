@@ -30,3 +30,22 @@ def test_wait_times_out_false_while_nobody_sets_it() -> None:
     token = CancelToken()
     assert token.wait(0.01) is False and not token.is_set()
     assert repr(token) == "CancelToken(set=False)"
+
+
+def test_a_claims_fast_lease_equals_the_keyword_construction() -> None:
+    from dataclasses import FrozenInstanceError
+
+    import pytest
+
+    from echomq.model import Lease, new_lease
+
+    for lane, timeout in ((None, None), ("lane-a", 1500)):
+        fast = new_lease("q", "JOB01", 3, b"p", lane, 1234, timeout)
+        slow = Lease(queue="q", id="JOB01", attempt=3, payload=b"p", lane=lane, deadline_ms=1234,
+                     timeout_ms=timeout)
+        assert fast == slow and repr(fast) == repr(slow) and hash(fast) == hash(slow)
+        assert isinstance(fast.cancel, CancelToken) and not fast.cancel.is_set()
+        with pytest.raises(FrozenInstanceError):
+            fast.attempt = 4  # type: ignore[misc]
+    a, b = new_lease("q", "J", 1, b"", None, 1, None), new_lease("q", "J", 1, b"", None, 1, None)
+    assert a.cancel is not b.cancel  # each lease its own token
