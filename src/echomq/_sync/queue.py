@@ -207,7 +207,15 @@ class Queue:
     def _complete_batches(self, finished: Sequence[tuple[Lease, bytes]]) -> list[Call]:
         # One complete_batch call per _FINISH_BATCH attempts: each call stays short (the
         # server runs nothing else meanwhile).
-        checked = [(self._lease(x), self._result(r)) for x, r in finished]
+        # Checked once per attempt, before any I/O: the lease's type and queue here, its
+        # id where complete_batch builds the job's key (k.job refuses a malformed one).
+        name, checked = self.name, []
+        for x, r in finished:
+            if type(x) is not Lease:
+                p.check_lease(x)
+            if x.queue != name:
+                self._lease(x)  # raises: a lease of another queue
+            checked.append((x, r if type(r) is bytes else self._result(r)))
         return [p.complete_batch(self.k, checked[i : i + _FINISH_BATCH],
                                  keep_ms=self.options.keep_done_ms)
                 for i in range(0, len(checked), _FINISH_BATCH)]
