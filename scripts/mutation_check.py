@@ -114,8 +114,8 @@ MUTANTS: list[Mutant] = [
            "if t and t + g.lms > g.now then", "if false then", "lane rate threshold removed"),
     Mutant("handoff: no claim gate", "include/handoff.lua",
            "if g.on and not gate_take(g, nil) then return false end", "",
-           "hand-off bypasses pause and the queue rate limit (the model has no park op yet: "
-           "tests/echomq/test_handoff.py's gate tests kill it)"),
+           "hand-off bypasses pause and the queue rate limit (the model's park_then_enqueue "
+           "step; tests/echomq/test_handoff.py's gate tests kill it too)"),
     Mutant("pend: priority without aging", "include/pend.lua",
            "score = score - prio * AGE", "score = score - prio * 1e12",
            "strict priority bands (a lower level could starve)"),

@@ -71,8 +71,8 @@ REACH = frozenset({
     # lanes: fair tags interleave, a serial lane holds its next job back, a head goes first
     "fair tag", "fair tag behind another", "serial lane held: skipped", "lane head goes first",
     "claimed on lane f", "claimed on lane s", "claimed on lane None",
-    # admission paths
-    "delayed admission", "enqueue_many", "admit_many",
+    # admission paths, and the hand-off to a parked consumer (decision 0018)
+    "delayed admission", "enqueue_many", "admit_many", "handed off", "hand-off held",
     # the fences
     "expired lease refused", "other attempt's token refused", "forged token refused",
     "expired lease requeued", "version fence refused",
@@ -91,7 +91,8 @@ REACH = frozenset({
     "result done", "result dead", "result cancelled", "result not ended",
 })
 """What every full run must reach (the test asserts it from ``QueueMachine.reached``)."""
-GATE_REACH = frozenset({"paused claim", "queue rate held", "lane rate held"})
+GATE_REACH = frozenset({"paused claim", "queue rate held", "lane rate held", "handed off",
+                        "hand-off held"})
 """What only a machine on one queue reaches (a sharded queue has one gate per shard)."""
 
 
@@ -156,7 +157,7 @@ class QueueMachine(RuleBasedStateMachine):
         QueueMachine.reached.update(self.ref.seen)
         keys = [self.q.keys[k] for k in ("pending", "active", "delayed", "done", "dead", "lanes",
                                           "meta", "inflight", "maint", "rate", "lane_rate",
-                                          "lane_seen")]
+                                          "lane_seen", "parked")]
         keys += [self.q.job_key(i) for i in [*self.ref.jobs, *self.ref.gone]]
         keys += [f"emq:{{{queue}}}:sched:model" for queue in self.marks]
         for key in keys:
@@ -315,6 +316,32 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 expect.append(Verdict.DUPLICATE)
         assert got == expect
+
+    @op(3, when=lambda self: self.gated() and self.live() < CAP and not self.ref.ids("pending"),
+        short=st.booleans(), pause=st.booleans())
+    def park_then_enqueue(self, short: bool, pause: bool) -> None:
+        """A consumer parks on the empty queue, then a job is admitted: the admission leases
+        it to the consumer in the same step (attempt 1, a lease on the server clock) unless
+        the claim gate holds it (paused, the queue's rate reached): then it waits pending.
+        Half the time the queue is paused first (else only the gate's own steps hold it)."""
+        lease_ms, token = SHORT if short else LONG, f"model{next(_names)}"
+        if pause:
+            self.pause()
+        self._gate_ready()
+        assert self.q.park(token, lease_ms=lease_ms, ttl_ms=LONG)  # pending is empty
+        jid = generate("JOB")
+        t0 = self.now()
+        assert self.q.enqueue(jid, jid.encode()) is Verdict.ENQUEUED
+        t1 = self.now()
+        assert self.ref.admit(jid, jid.encode())
+        self.q.park(token, lease_ms=lease_ms, ttl_ms=0)  # withdrawn if it was not used up
+        if not self.ref.handoff(jid):
+            self.ref.seen["hand-off held"] += 1
+            return
+        self.ref.seen["handed off"] += 1
+        deadline = _int(self.raw.zscore(self.q.keys["active"], jid))
+        self.ref.logged(1, deadline - lease_ms)
+        self._adopt([Lease(self.q.name, jid, 1, jid.encode(), None, deadline)], lease_ms, t0, t1)
 
     @op(when=lambda self: self.ref.jobs, data=st.data())
     def enqueue_duplicate(self, data: st.DataObject) -> None:
@@ -581,7 +608,7 @@ class QueueMachine(RuleBasedStateMachine):
         self._time_out(data.draw(st.sampled_from(
             [x for x in self.leases if self.ref.live(x.id, x.attempt)])), delay)
 
-    @op(2, when=lambda self: any(self.ref.live(x.id, x.attempt) and x.timeout_ms is not None
+    @op(4, when=lambda self: any(self.ref.live(x.id, x.attempt) and x.timeout_ms is not None
                                  for x in self.leases),
         data=st.data(), delay=st.sampled_from([0, SHORT, LONG]))
     def job_timeout(self, data: st.DataObject, delay: int) -> None:

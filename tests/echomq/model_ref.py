@@ -197,6 +197,17 @@ class Ref:
             self.seen["paused claim"] += 1
         return out
 
+    def handoff(self, jid: str) -> bool:
+        """A plain job just admitted to the empty queue, a consumer parked: leased to it in
+        the admission's step (include/handoff.lua) unless the gate holds it (pause, the
+        queue's rate: a hand-off has no lane). True when it was handed off."""
+        job = self.jobs[jid]
+        self.held = []
+        if not self._take(job, 0):
+            return False
+        job.state, job.attempts, job.expired = "active", 1, False
+        return True
+
     def logged(self, leased: int, now: int | None) -> None:
         """After a claim: ``leased`` leases at the server's ``now`` (from a lease; None when
         nothing was leased) go into the logs, trimmed as the gate trims them."""
