@@ -314,7 +314,7 @@ class Consumer:
                 self._leases.end_direct(lease)
             if unrun:
                 await self._hand_back(unrun)
-        unstarted = await self._tasks.take_back_unstarted()  # leased ahead, waiting for a slot
+        unstarted = self._tasks.take_back_unstarted()  # leased ahead, waiting for a slot
         if unstarted:
             await self._hand_back(unstarted)
         deadline = time.monotonic() + self.options.grace_s

@@ -13,6 +13,7 @@ the task and its outcome is discarded; one that finds the job asked to stop canc
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,16 +42,39 @@ class TaskRuns:
         self._handler, self._is_async, self._options, self._name = handler, is_async, options, name
         self._finish, self._failed = finish, failed
         self.threads: HandlerThreads | None = None  # a blocking handler's, set by run()
-        # Handlers running at once: at most ``concurrency``; leases taken ahead wait here.
-        self._slots = asyncio.Semaphore(options.concurrency)
-        self._queued: set[asyncio.Task[None]] = set()  # leased, waiting for a slot
+        # Handlers running at once: at most ``concurrency``. A lease taken ahead waits in
+        # ``_ahead`` (held in the table without a task, so heartbeats extend it and a lost
+        # one is dropped) until a slot frees: no task and no waiter per lease meanwhile.
+        self._free = options.concurrency
+        self._slotted: set[asyncio.Task[None]] = set()  # tasks holding a slot
+        self._ahead: collections.deque[Lease] = collections.deque()
         self._asked: set[str] = set()  # jobs asked to stop whose async handler was cancelled
 
     def start(self, lease: Lease) -> None:
+        if self._free > 0 and not self._ahead:
+            self._spawn(lease)
+        else:
+            self._leases.add_direct(lease)  # held, no task yet
+            self._ahead.append(lease)
+
+    def _spawn(self, lease: Lease) -> None:
+        self._free -= 1
         task = asyncio.create_task(self._run_one(lease), name=f"{self._name}:{lease.id}")
         self._leases.add(task, lease)
-        self._queued.add(task)
+        self._slotted.add(task)
         task.add_done_callback(self._done)
+
+    def _release(self, task: asyncio.Task[None]) -> None:
+        """``task``'s handler is done (or it never ran): its slot goes to the next lease."""
+        if task not in self._slotted:
+            return
+        self._slotted.discard(task)
+        self._free += 1
+        while self._free > 0 and self._ahead:
+            lease = self._ahead.popleft()
+            if self._leases.holds_direct(lease):  # not lost meanwhile, not given up at stop
+                self._leases.end_direct(lease)
+                self._spawn(lease)
 
     def ask_to_stop(self, task: asyncio.Task[None]) -> None:
         """The job was asked to stop: an ``async def`` handler is cancelled (its attempt's
@@ -60,30 +84,31 @@ class TaskRuns:
             self._asked.add(lease.id)
             task.cancel()
 
-    async def take_back_unstarted(self) -> list[Lease]:
-        """At stop: the leases still waiting for a slot, their tasks ended (not run)."""
-        await asyncio.sleep(0)  # one turn first: a lease just started with a slot free takes it
-        unstarted = [(t, x) for t, x in self._leases.items() if t in self._queued]
-        for task, _ in unstarted:
-            task.cancel()
-        await asyncio.gather(*(t for t, _ in unstarted), return_exceptions=True)
-        return [lease for _, lease in unstarted]
+    def take_back_unstarted(self) -> list[Lease]:
+        """At stop: the leases still waiting for a slot, out of the table (not run)."""
+        back = [x for x in self._ahead if self._leases.holds_direct(x)]
+        self._ahead.clear()
+        for lease in back:
+            self._leases.end_direct(lease)
+        return back
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._leases.remove(task)
-        self._queued.discard(task)
+        self._release(task)
         self._kick.set()
         if not task.cancelled() and task.exception() is not None:  # observed, never lost
             log.error("%s: %s ended with an error", self._name, task.get_name(),
                       exc_info=task.exception())
 
     async def _run_one(self, lease: Lease) -> None:
+        me: asyncio.Task[None] = asyncio.current_task()  # type: ignore[assignment]
         try:
-            async with self._slots:  # never more than ``concurrency`` handlers at once
-                self._queued.discard(asyncio.current_task())
+            try:  # a slot is ours (start/_release): never more than ``concurrency`` at once
                 outcome = await call_handler(lambda: self._call(lease), lease, hooks=self._hooks,
                                              timeout_ms=timeout_for(lease, self._options.timeout_ms),
                                              who=self._name)
+            finally:
+                self._release(me)  # the handler is done: its slot goes to the next lease
         except asyncio.CancelledError:
             if self._leases.was_lost(lease):
                 return  # lease lost: the outcome is discarded, the job runs elsewhere
@@ -105,7 +130,7 @@ class TaskRuns:
                 self._failed(exc, lease)
         # Out of the table now, not a loop turn later in the done callback: the drain loop's
         # next flush counts this slot free (its claim fills it).
-        self._leases.remove(asyncio.current_task())  # type: ignore[arg-type]
+        self._leases.remove(me)
 
     async def _call(self, lease: Lease) -> Outcome:
         if self._is_async:

@@ -217,3 +217,35 @@ async def test_an_idle_consumer_starts_a_new_job_after_one_flush(queue: AsyncQue
     finally:
         consumer.stop()
         await asyncio.wait_for(task, 10)
+
+
+async def test_async_leases_taken_ahead_wait_for_a_slot_and_go_back_at_stop(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
+    ids = await _fill(queue, 60)
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def handler(lease: Lease) -> None:
+        ran.append(lease.id)
+        await release.wait()
+
+    consumer = Consumer(queue, handler, options=ConsumerOptions(concurrency=2, beat_ms=20,
+                                                                 lease_ms=30_000, grace_s=10))
+    task = asyncio.create_task(consumer.run())
+    await wait_for(lambda: _true(consumer.in_flight == 4 and len(ran) == 2))  # 2 run, 2 wait
+    await asyncio.sleep(0.1)  # beats pass: the two ahead stay leased, still not started
+    assert len(ran) == 2 and (await queue.stats()).active == 4
+    consumer.stop()
+    await wait_for(lambda: _active_is(queue, 2))  # the two ahead: back at once, never run
+    assert not task.done() and len(ran) == 2
+    release.set()
+    await asyncio.wait_for(task, 10)
+    s = consumer.stats
+    assert (s.completed, s.handed_back, s.stale, len(ran)) == (2, 2, 0, 2)
+    where = assert_consistent(raw, queue.name)
+    assert sorted(i for i, st in where.items() if st == "done") == sorted(ran)
+    assert all(where[i] == "pending" for i in ids if i not in ran)
+
+
+async def _active_is(queue: AsyncQueue, n: int) -> bool:
+    return (await queue.stats()).active == n
