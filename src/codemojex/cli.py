@@ -91,8 +91,17 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
         game = data.unfinished()
         if resume and game is None:
             raise ConfigurationError(f"nothing to resume in {data.path}: no game in flight")
+        if game is not None:  # a game resumes where it was played: the same servers and queues
+            kept = data.load().get("topology") or {}
+            if cluster and kept.get("cluster") is False:
+                raise ConfigurationError("the game in flight was played on one Valkey: resume it "
+                                         "without --cluster")
+            cluster = bool(kept.get("cluster", cluster))
+            score_shards = kept.get("score_shards", score_shards)
+        shards = (3 if cluster else 0) if score_shards is None else score_shards
+        if game is None:
+            data.update(topology={"cluster": cluster, "score_shards": shards})
         with started_servers(console, data, cluster=cluster) as (url, pg_url):
-            shards = (3 if cluster else 0) if score_shards is None else score_shards
             ok = asyncio.run(_play(url, pg_url, opts, console, data, game, shards))
     except (ConfigurationError, DatabaseError, EchoMQError, OSError, TimeoutError) as exc:
         kept = ""

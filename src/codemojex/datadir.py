@@ -4,9 +4,12 @@ A data directory (default ``.codemojex/`` in the current directory, or ``--data 
 holds:
 
 * ``valkey/``      the embedded Valkey's data (AOF, ``appendfsync everysec``);
+* ``cluster/``     with ``--cluster``: the local cluster's nodes (``node-<i>/``: AOF and
+  ``nodes.conf``) and ``cluster.json`` (its shape and ports), reopened by a resume;
 * ``pg/pgdata``    the embedded PostgreSQL's data directory;
 * ``state.json``   the process ids of the servers this directory's last ``play``
-  started, and the game in flight (series, rounds, players, options), written
+  started, where the game runs (``topology``: a cluster or not, the score shards),
+  and the game in flight (series, rounds, players, options), written
   before the first round opens and marked ``finished`` only once every round is
   settled and audited.
 
@@ -19,8 +22,8 @@ Guarantees:
   that died without stopping it (kill -9), by the recorded process id, and only
   after checking, from ``/proc/<pid>``, that the process is that server on this
   directory's data (Valkey: its title names the port, its working directory is
-  ``valkey/``; PostgreSQL: its command line names ``pg/pgdata``): a reused pid is
-  never signalled.
+  ``valkey/``, or a node's directory under ``cluster/``; PostgreSQL: its command
+  line names ``pg/pgdata``): a reused pid is never signalled.
 """
 
 from __future__ import annotations
@@ -92,6 +95,10 @@ class DataDir:
         return self.path / "valkey"
 
     @property
+    def cluster_dir(self) -> Path:
+        return self.path / "cluster"
+
+    @property
     def pg_dir(self) -> Path:
         return self.path / "pg" / "pgdata"
 
@@ -135,6 +142,14 @@ class DataDir:
             return False
         return "valkey-server" in title and f":{port}" in title and cwd == self.valkey_dir
 
+    def _is_cluster_node(self, pid: int, port: object) -> bool:
+        title = " ".join(cmdline(pid) or [])
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            return False
+        return "valkey-server" in title and f":{port}" in title and cwd.parent == self.cluster_dir
+
     def _is_postgres(self, pid: int) -> bool:
         args = cmdline(pid) or [""]
         return Path(args[0]).name == "postgres" and str(self.pg_dir) in args
@@ -149,6 +164,12 @@ class DataDir:
         if (isinstance(pid, int) and pid != os.getpid() and self._is_valkey(pid, valkey.get("port"))
                 and _stop(pid, (signal.SIGTERM, signal.SIGKILL), 10.0)):
             stopped.append(f"valkey {pid}")
+        for node in servers.get("cluster") or []:
+            pid = node.get("pid") if isinstance(node, dict) else None
+            if (isinstance(pid, int) and pid != os.getpid()
+                    and self._is_cluster_node(pid, node.get("port"))
+                    and _stop(pid, (signal.SIGTERM, signal.SIGKILL), 10.0)):
+                stopped.append(f"cluster node {pid}")
         pid = self._postmaster_pid()
         # SIGINT: PostgreSQL's fast shutdown; SIGQUIT: immediate (recovery on start).
         if pid is not None and self._is_postgres(pid) and _stop(pid, (signal.SIGINT, signal.SIGQUIT), 15.0):

@@ -10,9 +10,10 @@ it (and their process ids in its state), so a later command can resume the game:
 first it stops any server an earlier command left running (kill -9), then it
 starts the servers again on the same data. Without one (the bot, tests) the data
 lives in temporary folders. ``cluster=True`` starts a local 3+3 Valkey Cluster
-(:class:`echomq.local_cluster.LocalCluster`) instead of one Valkey; a cluster's
-data is temporary, so a game on it cannot be resumed (its money is in PostgreSQL,
-which is kept).
+(:class:`echomq.local_cluster.LocalCluster`) instead of one Valkey; with a data
+directory its nodes keep their data in ``cluster/`` there, and a later command
+reopens the same cluster (same ports, node ids, slots and keys), so a game on it
+resumes like one on a single Valkey.
 """
 
 from __future__ import annotations
@@ -44,8 +45,17 @@ def started_servers(console: Console, data: DataDir | None = None, *,
                 console.print(f"stopped an orphaned server left by an earlier run: {what}")
         url = server_url_from_env()
         if url is None and cluster:
+            base = data.cluster_dir if data else None
             with console.status("starting a local Valkey Cluster (3 primaries, 3 replicas)"):
-                url = cluster_url(stack.enter_context(LocalCluster(primaries=3, replicas_per_primary=1)))
+                if base is not None and LocalCluster.kept(base):
+                    nodes = LocalCluster.reopen(base)  # the game's own cluster, as it was left
+                else:
+                    nodes = LocalCluster(primaries=3, replicas_per_primary=1, base_dir=base).start()
+                stack.callback(nodes.stop)  # stops its processes; a kept directory stays
+                url = cluster_url(nodes)
+            if data is not None:
+                data.update(servers=data.load().get("servers", {}) | {
+                    "cluster": [{"pid": n.pid, "port": n.port} for n in nodes.nodes]})
         elif url is None:
             with console.status("starting embedded Valkey"):
                 valkey = EmbeddedValkey(data_dir=data.valkey_dir if data else None)

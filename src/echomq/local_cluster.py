@@ -9,6 +9,11 @@ started, by process id, on :meth:`LocalCluster.stop`, at the end of a ``with``
 block, or at exit. Fault helpers (``kill_node``, ``pause_node``, ``failover``,
 ``restart_node``, ``wait_healthy``) let tests break the cluster and wait for it to heal.
 
+A cluster started in a ``base_dir`` of the caller's keeps its nodes' data there (AOF and
+``nodes.conf``) with ``cluster.json`` (the shape and the ports); :meth:`LocalCluster.reopen`
+starts the same nodes again on the same ports and data after a stop or a crash, and
+waits until the cluster has healed (``codemojex play --cluster`` resumes a game with it).
+
 ``python -m echomq.local_cluster`` runs one and prints its seed nodes until Ctrl-C or SIGTERM.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import random
 import shutil
 import signal
@@ -98,8 +104,59 @@ class LocalCluster:
         except BaseException:
             self.stop()
             raise
+        self._record()
         self.startup_seconds = time.monotonic() - t0
         return self
+
+    # -- reopening a kept cluster -----------------------------------------------------------
+    _RECORD = "cluster.json"
+
+    def _record(self) -> None:
+        """Write the shape and the ports next to the nodes' data (read by :meth:`reopen`)."""
+        record = {"primaries": self.primaries, "replicas_per_primary": self.replicas_per_primary,
+                  "node_timeout_ms": self.node_timeout_ms, "ports": [n.port for n in self.nodes]}
+        tmp = self.base_dir / f".{self._RECORD}.tmp"
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.base_dir / self._RECORD)
+
+    @classmethod
+    def kept(cls, base_dir: str | Path) -> bool:
+        """Whether ``base_dir`` holds a cluster that :meth:`reopen` can start again."""
+        return (Path(base_dir) / cls._RECORD).is_file()
+
+    @classmethod
+    def reopen(cls, base_dir: str | Path, timeout: float = 60.0) -> LocalCluster:
+        """Start the cluster kept in ``base_dir`` again: every node on its recorded port and
+        its own data (node ids, slots and roles from ``nodes.conf``, keys from the AOF);
+        returns once the cluster is healthy. A recorded port now taken by another process
+        is :class:`~echomq.errors.ServerUnavailable`; nothing kept is removed."""
+        base = Path(base_dir)
+        try:
+            record = json.loads((base / cls._RECORD).read_text())
+            ports = [int(p) for p in record["ports"]]
+            cluster = cls(int(record["primaries"]), int(record["replicas_per_primary"]),
+                          int(record["node_timeout_ms"]), base_dir=base)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgument(f"{base}: no cluster to reopen ({exc})") from None
+        if len(ports) != cluster.primaries * (1 + cluster.replicas_per_primary):
+            raise InvalidArgument(f"{base}: {cls._RECORD} names {len(ports)} nodes, not its shape")
+        t0 = time.monotonic()
+        atexit.register(cluster.stop)
+        cluster._atexit = True
+        try:
+            for i, port in enumerate(ports):
+                node = ClusterNode(EmbeddedValkey(
+                    port=port, data_dir=base / f"node-{i}", cluster=True,
+                    cluster_node_timeout_ms=cluster.node_timeout_ms, extra=_NODE_CONFIG))
+                cluster._start_process(node)
+                node.node_id = text(node.command("CLUSTER", "MYID"))
+                cluster.nodes.append(node)
+            cluster._wait_agreed(timeout)
+        except BaseException:
+            cluster.stop()
+            raise
+        cluster.startup_seconds = time.monotonic() - t0
+        return cluster
 
     def _start_process(self, node: ClusterNode) -> None:
         node.server.start()

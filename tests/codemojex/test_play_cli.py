@@ -151,3 +151,54 @@ async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) 
     # Nothing left to resume; a second --resume says so in one line, exit code 2.
     code, out = await _run(CODEMOJEX, "play", "--resume", "--data", str(data.path))
     assert code == 2 and "nothing to resume" in out and "Traceback" not in out
+
+
+@pytest.mark.cluster
+async def test_kill_9_mid_round_on_the_cluster_then_resume_settles_every_round(tmp_path: Path) -> None:
+    """The same crash on ``--cluster``: the resume (no --cluster: the data directory says
+    where the game runs) reopens the game's own cluster (same ports and node ids, its
+    keys) and finishes every round: exit 0, AUDIT CLEAN, nothing left running."""
+    data = DataDir(tmp_path / "data")
+    args = ["--players", "12", "--guesses", "2", "--rounds", "2", "--round-seconds", "6",
+            "--cluster", "--data", str(data.path)]
+    log = tmp_path / "first.log"
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
+                                                    stdout=sink, stderr=sink)
+    try:
+        deadline = time.monotonic() + 300
+        while await _charged(data) < 1:
+            assert proc.returncode is None, f"play ended before the kill: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "round 1 never got guesses"
+            await asyncio.sleep(0.1)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    state = data.load()
+    assert state["game"]["finished"] is False and state["topology"]["cluster"] is True
+    nodes = state["servers"]["cluster"]
+    assert len(nodes) == 6
+    try:
+        code, out = await _run(CODEMOJEX, "play", "--resume", "--data", str(data.path))
+    finally:
+        data.stop_orphans()
+    assert code == 0, out[-3000:]
+    assert "resuming run" in out
+    assert "AUDIT CLEAN" in out and "AUDIT FAILED" not in out and "unsettled rounds 0" in out
+    after = data.load()
+    assert after["game"]["finished"] is True and after["game"]["run_tag"] == state["game"]["run_tag"]
+    assert [n["port"] for n in after["servers"]["cluster"]] == [n["port"] for n in nodes]
+    for node in [*nodes, *after["servers"]["cluster"]]:
+        assert "valkey-server" not in " ".join(cmdline(node["pid"]) or [])
+
+
+async def test_a_game_played_on_one_valkey_is_not_resumed_on_a_cluster(tmp_path: Path) -> None:
+    """Its queues are in its own Valkey: a fresh cluster would not have them. One line, exit 2,
+    before any server starts."""
+    data = DataDir(tmp_path / "data")
+    data.update(topology={"cluster": False, "score_shards": 0}, game={"finished": False})
+    code, out = await _run(CODEMOJEX, "play", "--cluster", "--data", str(data.path), timeout_s=60)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "resume it without --cluster" in lines[0], out
+    assert "servers" not in data.load()

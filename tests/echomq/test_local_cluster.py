@@ -17,6 +17,7 @@ import redis
 from redis.cluster import ClusterNode as RedisClusterNode
 from redis.cluster import RedisCluster
 
+from echomq.errors import InvalidArgument
 from echomq.keyspace import slot
 from echomq.local_cluster import SLOTS, ClusterNode, LocalCluster
 from tests.procfs import alive
@@ -170,6 +171,40 @@ def test_teardown_leaves_no_process(tmp_path: Path) -> None:
     assert not [p for p in pids if alive(p, "valkey-server")]
     assert all(n.pid is None for n in cluster.nodes)
     cluster.stop()  # idempotent
+
+
+def test_a_kept_cluster_reopens_with_its_keys_after_every_node_is_killed(tmp_path: Path) -> None:
+    """kill -9 of every node (its owner crashed), then reopen: the same nodes (ports, ids,
+    slots) come back healthy on their own data and the keys are there."""
+    base = tmp_path / "kept"
+    assert not LocalCluster.kept(base)
+    with pytest.raises(InvalidArgument, match="no cluster to reopen"):
+        LocalCluster.reopen(base)
+    first = LocalCluster(base_dir=base).start()
+    try:
+        for node in first.nodes:  # each write on disk before its reply: the kill loses none
+            node.command("CONFIG", "SET", "appendfsync", "always")
+        rc = RedisCluster(startup_nodes=[RedisClusterNode(h, p) for h, p in first.startup_nodes])
+        for i in range(30):
+            rc.set(f"k{i}", i)
+        rc.close()
+        ids = {n.port: n.node_id for n in first.nodes}
+        for node in first.nodes:
+            first.kill_node(node)
+    finally:
+        first.stop()
+    assert LocalCluster.kept(base) and (base / "node-0" / "nodes.conf").exists()
+    with pytest.raises(InvalidArgument, match="already holds a cluster"):
+        LocalCluster(base_dir=base).start()
+    again = LocalCluster.reopen(base)
+    try:
+        assert {n.port: n.node_id for n in again.nodes} == ids
+        rc = RedisCluster(startup_nodes=[RedisClusterNode(h, p) for h, p in again.startup_nodes])
+        assert [int(rc.get(f"k{i}") or -1) for i in range(30)] == list(range(30))
+        rc.close()
+    finally:
+        again.stop()
+    assert LocalCluster.kept(base)  # the caller's directory is never removed
 
 
 def test_owned_base_dir_is_removed() -> None:
