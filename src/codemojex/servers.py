@@ -19,6 +19,7 @@ resumes like one on a single Valkey.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator
 
 from rich.console import Console
@@ -50,6 +51,11 @@ def started_servers(console: Console, data: DataDir | None = None, *,
                 if base is not None and LocalCluster.kept(base):
                     nodes = LocalCluster.reopen(base)  # the game's own cluster, as it was left
                 else:
+                    if base is not None and base.exists():
+                        # nodes without cluster.json: a start that failed before the cluster
+                        # formed (the record is written once it forms, before any key), so
+                        # they hold no game's data
+                        shutil.rmtree(base)
                     nodes = LocalCluster(primaries=3, replicas_per_primary=1, base_dir=base).start()
                 stack.callback(nodes.stop)  # stops its processes; a kept directory stays
                 url = cluster_url(nodes)
