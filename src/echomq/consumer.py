@@ -22,8 +22,9 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   retries with the backoff policy (dead at the attempt limit, error kept).
 * A heartbeat that finds the lease lost cancels the handler and discards its
   outcome: a worker that lost its lease never finishes the job.
-* Idle, the consumer waits on the queue's wake channel (``SSUBSCRIBE``), so a new
-  job starts about one round trip after admission, not a poll later. With
+* Idle, the consumer waits on the queue's wake channel (``SSUBSCRIBE``, read inline
+  by :mod:`echomq.wake_link`, decision 0026), so a new job starts about one round trip
+  after admission, not a poll later. With
   ``handoff`` (the default) it also parks on the server: the next admission into the
   empty queue leases the job to it in the same step and the wake message carries the
   lease, so the handler starts with no round trip in between (:mod:`echomq.parking`,
@@ -70,7 +71,6 @@ import os
 import time
 
 from echomq._async.queue import AsyncQueue
-from echomq._async.seam import WakeSubscription
 from echomq._threads import HandlerThreads
 from echomq.ack_batcher import AckBatcher
 from echomq.consumer_options import ConsumerOptions, ConsumerStats, Handler
@@ -87,6 +87,7 @@ from echomq.parking import Parking
 from echomq.replies import Episodes, Kind, classify
 from echomq.task_runs import TaskRuns
 from echomq.upkeep_duty import UpkeepDuty
+from echomq.wake_link import listen
 
 __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 
@@ -113,7 +114,8 @@ class Consumer:
         self._leases = LeaseTable()
         self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
-        self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms)
+        self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms,
+                                kick=self._kick)
         self._threads: HandlerThreads | None = None
         # A blocking handler without hooks runs its attempts without a task each (those
         # with a handler timeout keep theirs): docs/decisions/0025-direct-runs.md.
@@ -196,11 +198,15 @@ class Consumer:
             free = o.concurrency + (ahead if deep else 0) - len(self._leases) + len(self._acks)
             hold = held_until - asyncio.get_running_loop().time()
             if not self._acks and (free <= 0 or (fresh and not cands) or hold > 0):
-                if (free > 0 and hold <= 0 and o.handoff
+                if self._hints and free > 0:  # told of a new job during the last flush:
+                    held_until, fresh = 0.0, False  # claim it now, not after a beat
+                    cands, self._hints = cands or self._hints[-o.concurrency:], []
+                    continue
+                self._kick.clear()  # before parking: a kick during its round trip is kept
+                if (free > 0 and hold <= 0 and o.handoff and self._parking.hearing
                         and not await self._parking.park(self._refused)):
                     fresh = False  # pending has work after all: claim it
                     continue
-                self._kick.clear()
                 await self._wait(self._kick, min(o.beat_ms / 1000, hold) if hold > 0
                                  else o.beat_ms / 1000)
                 fresh = False  # woken or polled: look at pending again
@@ -220,14 +226,16 @@ class Consumer:
             tried = cands if count else None
             # Nothing to claim and a slot free: park in this flush (it parks only if pending
             # is empty), so going idle costs no round trip of its own (decision 0018).
-            park = o.handoff and not cands and free > 0 and not self._parking.recent()
+            park = (o.handoff and self._parking.hearing and not cands and free > 0
+                    and not self._parking.recent())
             try:
                 finished = [(x, r) for x, r, _ in acks]
+                heard = self._parking.heard
                 if park:  # (a parking flush claims nothing: it is sent only without candidates)
                     done, leases, cands, parked = await q._settle_parking(
                         finished, count=count, lease_ms=o.lease_ms, candidates=cands,
                         window=window, park=self._parking.token, park_ttl_ms=self._parking.ttl_ms)
-                    self._parking.mark(parked)
+                    self._parking.mark(parked, heard)
                 else:
                     done, leases, cands = await q.settle(
                         finished, count=count, lease_ms=o.lease_ms, candidates=cands, window=window)
@@ -382,34 +390,28 @@ class Consumer:
                     log.error("%s: maintenance failed", self.name, exc_info=exc)
 
     async def _listen(self) -> None:
-        """Set the wake event whenever the queue's pending set stops being empty."""
-        while not self._closed:
-            pubsub: WakeSubscription | None = None
-            try:
-                # On a cluster: the node owning the channel's slot, found again after failover.
-                pubsub = await self.queue.wake_subscription()
-                while not self._closed:
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if msg is not None:
-                        data = msg.get("data")
-                        mine = self._parking.message(data) if isinstance(data, bytes) else None
-                        if mine is False:
-                            continue  # another consumer's hand-off: pending is still empty
-                        if mine and not self._stopping.is_set():
-                            # Ours: start the handler now, not after the drain loop's turn
-                            # (two loop hops later); stopping, _drain hands it back instead.
-                            self._start(self._parking.take())
-                        if mine is None and isinstance(data, bytes) and data.startswith(b"JOB") \
-                                and len(self._hints) < 64:
-                            self._hints.append(data)
-                        self._kick.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.stats.errors += 1
-                log.debug("%s: wake channel lost (%r)", self.name, exc)
-                await asyncio.sleep(0.2)
-            finally:
-                if pubsub is not None:
-                    with contextlib.suppress(Exception):
-                        await pubsub.aclose()
+        """Hear the queue's wake channel (:mod:`echomq.wake_link`), subscribing again after
+        a drop; the consumer parks only while the subscription is confirmed."""
+        await listen(self.queue, self._heard, on_lost=self._deaf, closed=lambda: self._closed,
+                     on_ready=lambda: self._parking.ready(parks=self.options.handoff))
+
+    def _heard(self, data: bytes) -> None:
+        """One wake message, in the loop step that read it: a hand-off to us starts its
+        handler now (no flush competes with its start: parked again by the flush of its
+        finish, or soon after); a new job's id wakes the drain loop to claim it."""
+        mine = self._parking.message(data)
+        if mine is False:
+            return  # another consumer's hand-off: pending is still empty
+        if mine and not self._stopping.is_set():  # (stopping: _drain hands it back instead)
+            self._start(self._parking.take())
+            self._parking.repark_soon()
+            return
+        if mine is None and data.startswith(b"JOB") and len(self._hints) < 64:
+            self._hints.append(data)
+        self._kick.set()
+
+    async def _deaf(self, exc: BaseException) -> None:
+        if not self._closed:
+            self.stats.errors += 1
+            log.debug("%s: wake channel lost (%r)", self.name, exc)
+        await self._parking.deaf(within_s=1.0)  # no hand-off to a consumer that cannot hear

@@ -38,6 +38,11 @@ class ShardSubscription:
                 return None
             return msg
 
+    def lost(self) -> None:
+        """The subscription failed (read by its new owner, echomq.wake_link): look the
+        slot's node up again before the next one."""
+        self._on_lost()
+
     async def aclose(self) -> None:
         with _edge.mapped():
             await self.pubsub.aclose()

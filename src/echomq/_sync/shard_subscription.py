@@ -39,6 +39,11 @@ class ShardSubscription:
                 return None
             return msg
 
+    def lost(self) -> None:
+        """The subscription failed (read by its new owner, echomq.wake_link): look the
+        slot's node up again before the next one."""
+        self._on_lost()
+
     def close(self) -> None:
         with _edge.mapped():
             self.pubsub.close()
