@@ -63,6 +63,14 @@ except ImportError:  # pragma: no cover - older redis-py layouts
         return rex.ResponseError(message)
 
 
+def _reply_error(message: str) -> Exception:
+    """An error reply as redis-py types it; a server that wants a password refuses a
+    large unauthenticated request with a protocol error, typed as the NOAUTH it means."""
+    if "Protocol error: unauthenticated" in message[:40]:  # (after its "ERR ")
+        return rex.AuthenticationError(f"NOAUTH Authentication required ({message})")
+    return _parse_error(message)  # type: ignore[no-any-return]
+
+
 class _NeedData:
     __slots__ = ()
 
@@ -116,7 +124,7 @@ class ReplyParser:
     __slots__ = ("_reader", "gets")
 
     def __init__(self) -> None:
-        self._reader = hiredis.Reader(replyError=_parse_error, notEnoughData=NEED_DATA)
+        self._reader = hiredis.Reader(replyError=_reply_error, notEnoughData=NEED_DATA)
         self.gets: Callable[[], Any] = self._reader.gets
         """:meth:`next` as the reader's own method: one C call per reply in a hot loop."""
 

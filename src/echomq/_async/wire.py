@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis.asyncio as redis_client
+from redis import exceptions as rex
 
 from echomq._stream import AsyncStream
 from echomq._wire import BROKEN, NEED_DATA, ReplyParser, Target, broken, check_hello, target_of
@@ -118,6 +119,10 @@ class AsyncWire:
             if conn is None:
                 conn = await self._connect()
             await conn.run(flushes, answered)
+        except (rex.AuthenticationError, rex.AuthorizationError):
+            if conn is not None:
+                conn.close()
+            raise  # refused credentials: a configuration error, not a broken connection
         except BROKEN as exc:
             if conn is not None:
                 conn.close()

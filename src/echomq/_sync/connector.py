@@ -247,7 +247,9 @@ class Connector:
 
     def _eval(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         out: list[Any] = []
-        self._retrying(self._send, [Call(script, keys, args)], (), None, False, False, out)
+        # Over the bulk wire too (when it applies): a single call's own client path is on
+        # the admission-to-handler latency (~0.2 ms less per call, decision 0026).
+        self._retrying(self._send, [Call(script, keys, args)], (), None, False, True, out)
         if isinstance(out[0], Exception):
             raise out[0]
         return out[0]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis as redis_client
+from redis import exceptions as rex
 
 from echomq._stream import Stream
 from echomq._wire import BROKEN, NEED_DATA, ReplyParser, Target, broken, check_hello, target_of
@@ -119,6 +120,10 @@ class Wire:
             if conn is None:
                 conn = self._connect()
             conn.run(flushes, answered)
+        except (rex.AuthenticationError, rex.AuthorizationError):
+            if conn is not None:
+                conn.close()
+            raise  # refused credentials: a configuration error, not a broken connection
         except BROKEN as exc:
             if conn is not None:
                 conn.close()

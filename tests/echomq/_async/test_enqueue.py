@@ -224,6 +224,10 @@ async def test_a_wrong_password_is_a_configuration_error_not_an_outage() -> None
                     await AsyncQueue(conn, "auth").enqueue(jid(), b"x")
                 assert not isinstance(caught.value, ServerUnavailable)
                 assert code in str(caught.value)
+                if code == "WRONGPASS":  # the bulk wire refuses at its AUTH, not as an outage
+                    with pytest.raises(ConfigurationError) as caught:
+                        await AsyncQueue(conn, "auth").enqueue_many([(jid(), b"x")])
+                    assert code in str(caught.value)
             finally:
                 await conn.aclose()
         admin = AsyncConnector.from_url(f"redis://:s3cret@127.0.0.1:{server.port}")
