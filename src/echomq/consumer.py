@@ -141,6 +141,7 @@ class Consumer:
         silently drop jobs, unless ``options.allow_eviction`` (then a warning)."""
         await check_eviction_policy(self.queue.connector, allow=self.options.allow_eviction,
                                     who=self.name)
+        await self._parking.prepare()
         aux = [asyncio.create_task(self._heartbeats(), name=f"{self.name}:beat"),
                asyncio.create_task(self._listen(), name=f"{self.name}:wake")]
         if self.options.maintenance:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from echomq.handoff import decode_handoff, new_token
 from echomq.model import Lease
+from echomq.scripts import load as load_script
 
 if TYPE_CHECKING:
     from echomq._async.queue import AsyncQueue
@@ -25,6 +26,8 @@ __all__ = ["Parking"]
 
 
 REPARK_S = 0.005  # after a hand-off, park again by then if the job has not finished
+# What an idle consumer's first jobs run: parking, the peek, a claim, the finish, a beat.
+FIRST_SCRIPTS = ("park", "peek", "claim", "complete_batch", "heartbeat")
 
 
 class Parking:
@@ -40,6 +43,14 @@ class Parking:
         self.hearing = False  # the wake subscription is confirmed: hand-offs reach us
         self.heard = 0  # hand-offs heard so far (each used a registration up)
         self.links = 0  # wake subscriptions confirmed so far
+
+    async def prepare(self) -> None:
+        """``SCRIPT LOAD`` what the first jobs run, at once and before the first flush, so
+        neither the first hand-off's finish nor the first claim waits on a NOSCRIPT round
+        (scripts are sent EVALSHA-first). Best effort: the connector recovers NOSCRIPT."""
+        connector = self.queue.connector
+        await asyncio.gather(*(connector.load(load_script(name)) for name in FIRST_SCRIPTS),
+                             return_exceptions=True)
 
     def recent(self) -> bool:
         """Parked within the last beat (so no renewal is due)."""
