@@ -17,6 +17,8 @@ from redis.cluster import RedisCluster
 from echomq import AsyncQueue, generate
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import ServerUnavailable
+from echomq.parking import FIRST_SCRIPTS
+from echomq.scripts import load as load_script
 from echomq.wake_link import WakeLink, attach
 from tests.echomq.test_handoff import running, until
 
@@ -152,3 +154,24 @@ async def test_an_idle_consumer_is_woken_by_the_link_not_by_its_beat(
             await gets(lambda n=n: consumer.stats.completed == n + 1)
         assert time.monotonic() - began < 60  # no beat came: the link woke it every time
     assert consumer.stats.handed_off == (3 if handoff else 0) and len(seen) == 3
+
+
+def on_every_primary(raw: Any, *command: Any) -> list[Any]:
+    """The replies of ``command`` on the server, or of each primary of the cluster."""
+    if isinstance(raw, RedisCluster):
+        replies = raw.execute_command(*command, target_nodes=RedisCluster.PRIMARIES)
+        return list(replies.values()) if isinstance(replies, dict) else [replies]
+    return [raw.execute_command(*command)]
+
+
+async def test_a_starting_consumer_loads_what_its_first_jobs_run(queue: AsyncQueue,
+                                                                 raw: redis.Redis) -> None:
+    # Its first claim and its first finish wait on no NOSCRIPT round (decision 0026).
+    on_every_primary(raw, "SCRIPT", "FLUSH")
+    shas = [load_script(name).sha for name in FIRST_SCRIPTS]
+    consumer = Consumer(queue, lambda lease: None, options=IDLE)
+    async with running(consumer):
+        await gets(lambda: consumer._parking.hearing and raw.zcard(queue.keys["parked"]) == 1)
+        assert consumer.stats.claimed == 0  # no job yet: nothing ran claim, finish or beat
+        for exists in on_every_primary(raw, "SCRIPT", "EXISTS", *shas):
+            assert list(exists) == [1] * len(shas)
