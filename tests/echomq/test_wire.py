@@ -233,3 +233,18 @@ def test_lazy_calls_build_each_entry_when_read() -> None:
     assert [c.args for c in lazy] == [(a, b"one"), [b, b"lane job", "l", 0, "0", "", 0, ""], (a, b"two")]
     assert [c.args for c in lazy[1:]] == [[b, b"lane job", "l", 0, "0", "", 0, ""], (a, b"two")]
     assert lazy[0] is not lazy[0]  # built anew on each read: no call outlives its flush
+
+
+def test_pack_evalsha_encodes_every_argument_type_as_pack_command_does() -> None:
+    class Name(str):
+        pass
+
+    class Big(int):
+        pass
+
+    keys = ["emq:{q}:job:É", Name("k2"), b"raw\r\nkey"]
+    args = [0, -7, Big(12), "x", b"", bytearray(b"ba"), memoryview(b"mv"), 1.5, "É"]
+    assert pack_evalsha(SHA, keys, args) == pack_command("EVALSHA", SHA, 3, *keys, *args)
+    assert parse_all(pack_evalsha(SHA, keys, args)) == [
+        [b"EVALSHA", SHA.encode(), b"3", "emq:{q}:job:É".encode(), b"k2", b"raw\r\nkey", b"0",
+         b"-7", b"12", b"x", b"", b"ba", b"mv", b"1.5", "É".encode()]]
