@@ -57,8 +57,8 @@ _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slot
 
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
-    "producer": (("fence", "admit", "enqueue", "row", "trace_attach"),  # + results: the row, the
-                 ("wait", "ssubscribe", "sunsubscribe"), True),             # finished channel
+    "producer": (("fence", "admit", "enqueue", "enqueue_batch", "row", "trace_attach"),  # + results:
+                 ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
     "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
                 "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",
                 "schedule", "admit", "row", "trace_attach"),  # admit: a schedule's tick admits its job

@@ -8,22 +8,19 @@ only build them (here) and decode replies (:mod:`echomq.decoders`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.bounds import MAX_PROGRESS
 from echomq.decoders import text
 from echomq.errors import InvalidArgument, ScriptContractError
-from echomq.ids import _ID, KIND_LENGTH, TAIL_LENGTH
 from echomq.keyspace import QueueKeys
 from echomq.model import Lease
 from echomq.scripts import Script, load
 
 __all__ = [
     "Call",
-    "Enqueuer",
-    "LazyCalls",
     "admit",
     "browse",
     "cancel",
@@ -31,6 +28,7 @@ __all__ = [
     "complete",
     "complete_batch",
     "enqueue",
+    "enqueue_batch",
     "fence",
     "heartbeat",
     "layout",
@@ -97,94 +95,18 @@ def enqueue(k: QueueKeys, job_id: str, payload: bytes) -> Call:
                 [job_id, payload])
 
 
-_ID_SHAPE = _ID.fullmatch  # ids.valid's test, without its call
+_ENQUEUE_BATCH = layout("enqueue_batch", ("pending", "wake", "meta", "parked", "active", "rate",
+                                         "jobs"), ("payloads",))
 
 
-def _bulk(value: str) -> bytes:
-    data = value.encode()
-    return b"$%d\r\n%b\r\n" % (len(data), data)
-
-
-class Enqueuer:
-    """:func:`enqueue` calls of one queue, each with its RESP request already in ``wire``.
-
-    Bulk admission's client cost was mostly encoding (7 µs per call through the generic
-    encoder, eight arguments one by one); here every byte that does not depend on the
-    job is encoded once per queue, and a call's request is those pieces joined around
-    the id and the payload (~0.5 µs). The keys and arguments are exactly
-    :func:`enqueue`'s (``tests/echomq/test_wire.py`` checks the bytes are the generic
-    encoder's); ``job_id`` is checked as :func:`enqueue` checks it, ``payload`` must
-    already be checked bytes.
-    """
-
-    __slots__ = ("_head", "_k", "_keys", "_mid", "_prefix")
-    script = _ENQUEUE
-
-    @staticmethod
-    def valid_id(job_id: object) -> bool:
-        """True for an id this builds a call for (``enqueue`` refuses every other)."""
-        return type(job_id) is str and _ID_SHAPE(job_id) is not None
-
-    def __init__(self, k: QueueKeys) -> None:
-        self._k = k
-        self._prefix = k.job_prefix
-        self._keys = (k.pending, k.wake, k.meta, k.parked, k.active, k.rate)
-        prefix = k.job_prefix.encode()
-        nargs = 3 + 1 + len(self._keys) + 2  # EVALSHA sha numkeys, job, the other keys, id payload
-        self._head = b"*%d\r\n$7\r\nEVALSHA\r\n%b%b$%d\r\n%b" % (
-            nargs, _bulk(_ENQUEUE.sha), _bulk(str(1 + len(self._keys))),
-            len(prefix) + TAIL_LENGTH + KIND_LENGTH, prefix)
-        self._mid = b"\r\n" + b"".join(map(_bulk, self._keys)) + b"$%d\r\n" % (TAIL_LENGTH + KIND_LENGTH)
-
-    def __call__(self, job_id: str, payload: bytes) -> Call:
-        if type(job_id) is not str or _ID_SHAPE(job_id) is None:
-            self._k.job(job_id)  # raises InvalidJobId, as enqueue() would
-        return self.build(job_id, payload)
-
-    def build(self, job_id: str, payload: bytes) -> Call:
-        """The call for an id :meth:`valid_id` accepts and a checked bytes payload."""
-        key = self._prefix + job_id
-        raw = job_id.encode()
-        wire = b"".join((self._head, raw, self._mid, raw, b"\r\n$%d\r\n" % len(payload), payload, b"\r\n"))
-        # Tuples, not lists: the collector stops tracking a tuple of strings, and a batch
-        # of 50,000 calls otherwise spends a fifth of its client CPU in collections.
-        return Call(_ENQUEUE, (key, *self._keys), (job_id, payload), wire)
-
-
-class LazyCalls(Sequence[Call]):
-    """A batch of calls, each built when it is read: an entry is a ready :class:`Call`, or
-    an ``(id, payload)`` pair that ``enqueuer`` turns into its call (an id checked valid,
-    a payload checked bytes: building cannot fail).
-
-    Bulk admission hands the connector this instead of a list of calls, so each flush's
-    calls are built while the server runs the flush before (the wire encodes flush *k+1*
-    while flush *k* runs), and none outlives its flush (50,000 live calls cost the
-    collector a fifth of the client's CPU). Reading an entry again builds the same call
-    (a NOSCRIPT resend)."""
-
-    __slots__ = ("_enqueuer", "_entries")
-
-    def __init__(self, enqueuer: Enqueuer, entries: Sequence[Call | tuple[str, bytes]]) -> None:
-        self._enqueuer = enqueuer
-        self._entries = entries
-
-    def ready(self) -> list[Call]:
-        """The entries that are calls already (built by another builder)."""
-        return [e for e in self._entries if type(e) is Call]
-
-    def _build(self, entry: Call | tuple[str, bytes]) -> Call:
-        return entry if type(entry) is Call else self._enqueuer.build(*entry)  # type: ignore[misc]
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self._build(e) for e in self._entries[index]]
-        return self._build(self._entries[index])
-
-    def __iter__(self) -> Iterator[Call]:
-        return map(self._build, self._entries)
+def enqueue_batch(k: QueueKeys, ids: Sequence[str], payloads: Sequence[bytes]) -> Call:
+    """The ``enqueue_batch`` call of ``ids`` and their ``payloads`` (one each, in order);
+    each id travels as its job key's tail."""
+    if len(ids) != len(payloads) or not ids:
+        raise InvalidArgument(f"{len(ids)} ids and {len(payloads)} payloads: one payload per id, "
+                              "at least one")
+    return Call(_ENQUEUE_BATCH, [k.pending, k.wake, k.meta, k.parked, k.active, k.rate,
+                                 *map(k.job, ids)], [*payloads])
 
 
 _ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),

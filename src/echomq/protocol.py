@@ -46,8 +46,6 @@ from echomq.bounds import (
 )
 from echomq.calls import (
     Call,
-    Enqueuer,
-    LazyCalls,
     admit,
     browse,
     cancel,
@@ -55,6 +53,7 @@ from echomq.calls import (
     complete,
     complete_batch,
     enqueue,
+    enqueue_batch,
     fence,
     heartbeat,
     layout,
@@ -92,6 +91,7 @@ from echomq.decoders import (
     decode_verdict,
     decode_views,
 )
+from echomq.encoded import BATCH, BatchEnqueuer, Enqueuer, batch_size
 from echomq.errors import (
     ConfigurationError,
     EchoMQError,
@@ -109,6 +109,7 @@ from echomq.keyspace import STATES, QueueKeys
 from echomq.model import Lease
 
 __all__ = [
+    "BATCH",
     "ERROR_CODES",
     "MAX_ATTEMPTS",
     "MAX_BEAT_MS",
@@ -121,14 +122,15 @@ __all__ = [
     "MAX_PAGE",
     "MAX_WINDOW",
     "STATES",
+    "BatchEnqueuer",
     "Bulk",
     "Call",
     "Deadline",
     "Enqueuer",
-    "LazyCalls",
     "QueueKeys",
     "Reaped",
     "admit",
+    "batch_size",
     "browse",
     "cancel",
     "check_int",
@@ -155,6 +157,7 @@ __all__ = [
     "decode_verdict",
     "decode_views",
     "enqueue",
+    "enqueue_batch",
     "error_from_reply",
     "fence",
     "heartbeat",

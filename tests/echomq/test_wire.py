@@ -219,20 +219,54 @@ def test_enqueuer_refuses_what_enqueue_refuses(bad: object) -> None:
     assert str(fast.value) == str(plain.value)
 
 
-def test_lazy_calls_build_each_entry_when_read() -> None:
+# --- encoded.BatchEnqueuer: enqueue_batch.lua's request in a few joins (decision 0025) ---
+
+
+@pytest.mark.parametrize("name", ["q", "orders 100%", "%d%b%s", "émoji 🎲", "a" * 128])
+@pytest.mark.parametrize("payloads", [[b""], [b"x" * 64] * 3, [b"%b\r\n$3\r\n", b"", b"y" * 300],
+                                      [bytes(range(256)) * 40, b"\r\n"]])
+def test_batch_enqueuer_bytes_are_the_generic_encoding_of_enqueue_batch(
+        name: str, payloads: list[bytes]) -> None:
     from echomq import ids
     from echomq import protocol as p
 
-    k = p.QueueKeys.of("q")
-    enq = p.Enqueuer(k)
-    a, b = ids.generate("JOB"), ids.generate("JOB")
-    ready = p.admit(k, b, b"lane job", lane="l", delay_ms=0, serial=False, max_attempts=None)
-    lazy = p.LazyCalls(enq, [(a, b"one"), ready, (a, b"two")])
-    assert len(lazy) == 3 and lazy.ready() == [ready]
-    assert lazy[1] is ready and lazy[0] == enq(a, b"one") and lazy[0].wire == enq(a, b"one").wire
-    assert [c.args for c in lazy] == [(a, b"one"), [b, b"lane job", "l", 0, "0", "", 0, ""], (a, b"two")]
-    assert [c.args for c in lazy[1:]] == [[b, b"lane job", "l", 0, "0", "", 0, ""], (a, b"two")]
-    assert lazy[0] is not lazy[0]  # built anew on each read: no call outlives its flush
+    k = p.QueueKeys.of(name)
+    job_ids = ids.generate_many("JOB", len(payloads))
+    assert p.BatchEnqueuer.valid_ids(job_ids)
+    call = p.BatchEnqueuer(k).build(job_ids, payloads)
+    plain = p.enqueue_batch(k, job_ids, payloads)
+    assert (call.script, list(call.keys), list(call.args)) == (plain.script, plain.keys, plain.args)
+    assert call.keys[0] == k.pending and call.keys[6:] == [k.job(i) for i in job_ids]
+    assert len(call.keys) == 6 + len(job_ids)
+    assert call.wire == pack_evalsha(plain.script.sha, plain.keys, plain.args)
+    words = [x.encode() if isinstance(x, str) else x for x in (*plain.keys, *plain.args)]
+    assert parse_all(call.wire) == [[b"EVALSHA", plain.script.sha.encode(),
+                                     str(len(plain.keys)).encode(), *words]]
+
+
+@pytest.mark.parametrize("bad", ["JOB", "JOB" + "0" * 27, "ORD01M8T3B1XCE6F7Z9QQDSXE84BR",
+                                 "JOB81M8T3B1XCE6F7Z9QQDSXE84BR", "job01M8T3B1XCE6F7Z9QQDSXE84BR",
+                                 "JOB01M8T3B1XCE6F7Z9QQDSXE84B\n", "JOB01M8T3B1XCE6F7Z9QQDSXE84BR\n",
+                                 None, 7, b"JOB01M8T3B1XCE6F7Z9QQDSXE84BR"])
+def test_batch_ids_are_refused_unless_every_one_is_a_valid_job_id(bad: object) -> None:
+    from echomq import ids
+    from echomq import protocol as p
+    from echomq.errors import InvalidJobId
+
+    good = ids.generate_many("JOB", 3)
+    assert p.BatchEnqueuer.valid_ids(good) and p.BatchEnqueuer.valid_ids([])
+    for at in range(4):
+        assert not p.BatchEnqueuer.valid_ids([*good[:at], bad, *good[at:]])  # type: ignore[list-item]
+    if not (isinstance(bad, str) and bad.startswith("ORD")):  # another kind: the server's EMQKIND
+        with pytest.raises(InvalidJobId):
+            p.enqueue_batch(p.QueueKeys.of("q"), [bad], [b"x"])  # type: ignore[list-item]
+
+
+def test_batch_size_keeps_four_calls_for_a_short_run_and_caps_a_long_one() -> None:
+    from echomq import protocol as p
+
+    assert [p.batch_size(n) for n in (1, 100, 1000, 2000, 50_000)] == [32, 32, 250, 256, 256]
+    assert p.batch_size(50_000, most=100) == 100 and p.batch_size(5, most=1) == 1
 
 
 def test_pack_evalsha_encodes_every_argument_type_as_pack_command_does() -> None:

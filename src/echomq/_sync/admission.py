@@ -1,10 +1,12 @@
 # Generated from echomq/_async/admission.py by scripts/unasync_gen.py. Do not edit.
-"""A queue's admission: one job or many onto the queue, each item one script call.
+"""A queue's admission: one job or many onto the queue.
 
 :class:`Queue`'s ``admit``/``enqueue``/``admit_many``/``enqueue_many`` hand over to
 :class:`Admission` (as its upkeep methods hand over to :class:`Upkeep`,
-docs/decisions/0017). Plain ``(id, payload)`` items take ``enqueue.lua`` with its request
-encoded once per queue (:class:`echomq.protocol.Enqueuer`); any option takes ``admit.lua``.
+docs/decisions/0017). One plain job takes ``enqueue.lua``, with its request encoded once
+per queue (:class:`echomq.encoded.Enqueuer`); runs of plain jobs in a list take
+``enqueue_batch.lua``, up to :data:`echomq.encoded.BATCH` jobs a call
+(:class:`echomq.encoded.BatchEnqueuer`, docs/decisions/0025); any option takes ``admit.lua``.
 Every argument is checked before the first write; a refusal of the server comes back as
 its typed error (:func:`echomq._sync.memory.typed_refusals`).
 """
@@ -12,11 +14,12 @@ its typed error (:func:`echomq._sync.memory.typed_refusals`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from echomq import protocol as p
 from echomq._sync.memory import typed_refusals
 from echomq._sync.seam import Reply, ScriptConnector
-from echomq.errors import EchoMQError, InvalidArgument, NotDurable
+from echomq.errors import EchoMQError, InvalidArgument, NotDurable, ServerError
 from echomq.gate import check_priority
 from echomq.model import QueueOptions, Verdict
 from echomq.protocol import Call
@@ -41,6 +44,7 @@ class Admission:
         self.options = options
         self.name = name
         self._enqueue = p.Enqueuer(k)
+        self._batch = p.BatchEnqueuer(k)
         self._loaded: set[str] = set()  # scripts this queue has sent SCRIPT LOAD for
 
     def call(self, job_id: str, payload: object, lane: str | None, delay_ms: int,
@@ -108,76 +112,108 @@ class Admission:
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
         timeout_ms: int | None = None,
     ) -> list[Verdict | EchoMQError]:
-        """Admit many jobs: ``SCRIPT LOAD`` once, then one pipelined ``EVALSHA`` per item.
+        """Admit many jobs: ``SCRIPT LOAD`` once, then pipelined calls, in input order.
 
         Each item is ``(id, payload)`` or ``(id, payload, lane)``; ``serial`` applies to
         every item with a lane, as in :meth:`Queue.admit`. Returns one verdict per item, in input
         order. An item that cannot be sent (a malformed id, a bad payload) gets its typed
         error in its place and nothing is written for it; the other items are unaffected.
         An id repeated inside the batch is admitted once and reported DUPLICATE after.
-        Each item is atomic on its own; the batch is not a transaction. Items go out in
-        flushes of ``options.batch``. ``priority`` and ``timeout_ms`` apply to every item,
+        Runs of plain jobs (no lane, no option, a JOB id) go as ``enqueue_batch`` calls of
+        up to :data:`echomq.encoded.BATCH` jobs, each job atomic as alone
+        (docs/decisions/0025-batch-admission.md); any other item is its own call. The
+        list is not a transaction. ``priority`` and ``timeout_ms`` apply to every item,
         as in :meth:`Queue.admit`.
         """
         level = check_priority(priority)
         if timeout_ms is not None:
             p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
-        out: list[Verdict | EchoMQError] = []
-        # Each admitted item's call, or for a plain (id, payload) item the pair itself: the
-        # connector builds its call when the wire reaches its flush (p.LazyCalls).
-        entries: list[Call | tuple[str, bytes]] = []
-        where: list[int] = []
-        scripts: dict[str, Script] = {}
-        enqueue, limit, valid = self._enqueue, self.options.max_payload, p.Enqueuer.valid_id
-        # else every item is refused below, as admit refuses it (or has a priority or a
-        # timeout: admit.lua)
+        listed: list[Any] = items if type(items) is list else list(items)
+        out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(listed)  # placeholders
         plain = isinstance(serial, bool) and not level and timeout_ms is None
-        for i, item in enumerate(items):
-            if plain and type(item) is tuple and len(item) == 2:
-                # The common item, a valid id and a bytes payload within the limit: its
-                # call (enqueue.lua's, as _admit_call would build it) is built later. Any
-                # other item takes the general path below, which types its error.
-                job_id, payload = item
-                if type(payload) is bytes and len(payload) <= limit and valid(job_id):
-                    entries.append(item)
-                    out.append(Verdict.DUPLICATE)  # placeholder, replaced below
-                    where.append(i)
-                    continue
-            shape = len(item) if isinstance(item, tuple | list) else 0
-            if shape not in (2, 3):
-                out.append(InvalidArgument(
-                    f"item {i}: expected an (id, payload) pair or an (id, payload, lane) triple"))
-                continue
-            job_id, payload, *rest = item
-            try:
-                call = self.call(job_id, payload, rest[0] if rest else None, 0, serial, None,
-                                        priority, timeout_ms)
-            except EchoMQError as exc:
-                out.append(exc)
-                continue
-            entries.append(call)
-            scripts[call.script.sha] = call.script
-            out.append(Verdict.DUPLICATE)  # placeholder, replaced below
-            where.append(i)
-        if len(scripts) < len(entries):  # some entries are plain pairs
-            scripts[p.Enqueuer.script.sha] = p.Enqueuer.script
-        for script in scripts.values():  # at most two
+        limit = self.options.max_payload
+        segments: list[_Run | tuple[int, Call]] = []
+        if plain and _all_pairs(listed, limit):  # the common list, checked in a few passes
+            segments.append(_Run(range(len(listed)), [i for i, _ in listed], [d for _, d in listed]))
+        else:
+            self._classify(listed, serial, priority, timeout_ms, plain, segments, out)
+        calls, where = self._calls(segments)
+        for script in {c.script.sha: c.script for c in calls}.values():  # at most three
             self._preload(script)
-        if entries:
-            # At least four flushes per batch (of at most options.batch, at least
-            # _MIN_FLUSH calls): the server runs the first while the client builds the next,
-            # so a call of 1,000 keeps two flushes in flight as a call of 50,000 does.
+        if calls:
+            # At least four flushes of calls per list (of at most options.batch jobs, at
+            # least _MIN_FLUSH): the server runs one while the client builds the next, so
+            # a list of 1,000 keeps two flushes in flight as a list of 50,000 does.
             # (Durable admission keeps whole flushes: each one ends with a WAIT.)
+            jobs = sum(len(w) if type(w) is not int else 1 for w in where)
             flush = self.options.batch
             if not self.options.durable_replicas:
-                flush = min(flush, max(_MIN_FLUSH, -(-len(entries) // 4)))
-            replies = self.pipeline(p.LazyCalls(enqueue, entries), flush=flush)
-            enqueued, duplicate, decode = Verdict.ENQUEUED, Verdict.DUPLICATE, p.decode_verdict
-            for i, reply in zip(where, replies, strict=True):
-                # decode_verdict, with its two common replies first (True == 1: not a reply)
-                out[i] = (enqueued if reply == 1 and type(reply) is int else
-                          duplicate if reply == 0 and type(reply) is int else decode(reply))
+                flush = min(flush, max(_MIN_FLUSH, -(-jobs // 4)))
+            replies = self.pipeline(calls, flush=max(1, flush * len(calls) // jobs))
+            for at, reply in zip(where, replies, strict=True):
+                if type(at) is int:
+                    out[at] = _verdict(reply)
+                else:
+                    _spread(at, reply, out)
         return out
+
+    def _classify(self, items: list[Any], serial: bool, priority: int, timeout_ms: int | None,
+                  plain: bool, segments: list[_Run | tuple[int, Call]],
+                  out: list[Verdict | EchoMQError]) -> None:
+        """Item by item: runs of plain jobs, a call for each other item, errors in place."""
+        limit, valid, run = self.options.max_payload, p.Enqueuer.valid_id, None
+        at: list[int] = []  # the item indices of the current run
+        for i, item in enumerate(items):
+            job_id: Any = None
+            if plain and type(item) is tuple and len(item) == 2:
+                job_id, data = item
+                if not (type(data) is bytes and len(data) <= limit and valid(job_id)):
+                    job_id = None  # the general path below types its error
+            if job_id is None:
+                shape = len(item) if isinstance(item, tuple | list) else 0
+                if shape not in (2, 3):
+                    out[i] = InvalidArgument(
+                        f"item {i}: expected an (id, payload) pair or an (id, payload, lane) triple")
+                    continue
+                try:
+                    call = self.call(item[0], item[1], item[2] if shape == 3 else None, 0, serial,
+                                     None, priority, timeout_ms)
+                except EchoMQError as exc:
+                    out[i] = exc
+                    continue
+                if call.script is not p.Enqueuer.script:
+                    segments.append((i, call))
+                    run = None
+                    continue
+                job_id, data = call.args[0], call.args[1]
+            if not job_id.startswith("JOB"):  # enqueue.lua answers it KIND, alone
+                segments.append((i, self._enqueue.build(job_id, data)))
+                run = None
+                continue
+            if run is None:
+                at = []
+                run = _Run(at, [], [])
+                segments.append(run)
+            at.append(i)
+            run.ids.append(job_id)
+            run.payloads.append(data)
+
+    def _calls(self, segments: list[_Run | tuple[int, Call]]) -> tuple[list[Call], list[Any]]:
+        """The calls of the segments, in order, and the item index (or indices) of each."""
+        plain = sum(len(s.ids) for s in segments if type(s) is _Run)
+        size = p.batch_size(plain, self.options.batch)
+        build = self._batch.build
+        calls: list[Call] = []
+        where: list[Any] = []
+        for s in segments:
+            if not isinstance(s, _Run):
+                calls.append(s[1])
+                where.append(s[0])
+                continue
+            for a in range(0, len(s.ids), size):
+                calls.append(build(s.ids[a : a + size], s.payloads[a : a + size]))
+                where.append(s.where[a : a + size])
+        return calls, where
 
     def _preload(self, script: Script) -> None:
         """``SCRIPT LOAD`` before a batch, so its calls need no NOSCRIPT round. A server that
@@ -200,8 +236,9 @@ class Admission:
     def pipeline(self, calls: Sequence[Call], flush: int | None = None) -> list[Reply]:
         """Pipelined admission calls. With ``durable_replicas`` each flush ends with a WAIT
         on its connection, and a job written but acknowledged by too few replicas gets
-        :class:`NotDurable` in its place. DUPLICATE carries no durability claim: WAIT
-        vouches only for the writes of the call it follows."""
+        :class:`NotDurable` in its place (a batch's reply becomes a list, one per job).
+        DUPLICATE carries no durability claim: WAIT vouches only for the writes of the call
+        it follows."""
         o = self.options
         if not o.durable_replicas:
             replies = self.connector.pipeline(calls, flush=flush)
@@ -213,10 +250,64 @@ class Admission:
                 calls[start : start + step], replicas=o.durable_replicas,
                 timeout_ms=o.durable_timeout_ms)
             for reply, n in zip(replies, acked, strict=True):
-                if reply == 1 and n < o.durable_replicas:
-                    reply = NotDurable(
+                if n < o.durable_replicas and (reply == 1 or isinstance(reply, bytes)):
+                    short = NotDurable(
                         f"queue {self.name!r}: {n} of {o.durable_replicas} replicas acknowledged "
                         f"the admission within {o.durable_timeout_ms} ms; it is written on the "
                         "primary only and may be lost on failover")
+                    # a batch's reply: each enqueued job of it is not durable
+                    reply = [short if c == 49 else 0 for c in reply] if isinstance(
+                        reply, bytes) else short
                 out.append(reply)
         return typed_refusals(self.connector, self.name, out)
+
+
+class _Run:
+    """Consecutive plain jobs of a list: their item indices, ids and payloads."""
+
+    __slots__ = ("ids", "payloads", "where")
+
+    def __init__(self, where: Sequence[int], ids: list[str], payloads: list[bytes]) -> None:
+        self.where, self.ids, self.payloads = where, ids, payloads
+
+
+def _all_pairs(items: list[Any], limit: int) -> bool:
+    """True if every item is an ``(id, payload)`` tuple, every id a str of the JOB kind
+    and a valid shape, every payload bytes within ``limit``: a few passes over the list
+    (C loops), no Python step per item."""
+    if not items or set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
+        return False
+    payloads = [d for _, d in items]
+    if set(map(type, payloads)) != {bytes} or max(map(len, payloads)) > limit:
+        return False
+    return p.BatchEnqueuer.valid_ids([i for i, _ in items])
+
+
+def _verdict(reply: Reply) -> Verdict | EchoMQError:
+    # decode_verdict, with its two common replies first (True == 1: not a reply)
+    if type(reply) is int:
+        if reply == 1:
+            return Verdict.ENQUEUED
+        if reply == 0:
+            return Verdict.DUPLICATE
+    return p.decode_verdict(reply)
+
+
+def _spread(where: Sequence[int], reply: Reply, out: list[Verdict | EchoMQError]) -> None:
+    """One ``enqueue_batch`` reply (a digit per job; a list per job if not durable; an
+    error for all) onto the jobs' places in ``out``."""
+    if type(reply) is bytes and len(reply) == len(where):
+        if b"0" not in reply and type(where) is range and where.step == 1:
+            out[where.start : where.stop] = [Verdict.ENQUEUED] * len(where)
+            return
+        for i, c in zip(where, reply, strict=True):
+            out[i] = Verdict.ENQUEUED if c == 49 else Verdict.DUPLICATE if c == 48 else \
+                ServerError(f"unexpected admission verdict {chr(c)!r}")
+    elif type(reply) is list and len(reply) == len(where):
+        for i, one in zip(where, reply, strict=True):
+            out[i] = _verdict(one)
+    else:
+        verdict = _verdict(reply) if isinstance(reply, BaseException) else ServerError(
+            f"unexpected admission reply: {reply!r}")
+        for i in where:
+            out[i] = verdict

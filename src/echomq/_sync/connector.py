@@ -31,7 +31,7 @@ from echomq import _edge, _wire
 from echomq._sync.seam import Read, WakeSubscription
 from echomq._sync.wire import Wire
 from echomq.errors import ServerUnavailable
-from echomq.protocol import Call, LazyCalls
+from echomq.protocol import Call
 from echomq.scripts import Script
 
 # Jitter from a generator of our own: a library never draws from (or perturbs) the
@@ -85,9 +85,8 @@ def _unrun(reply: Any) -> bool:
 
 def check_calls(calls: Sequence[Call]) -> None:
     """Refuse a call whose shape does not fit its script's contract, before any I/O."""
-    # A lazy batch's own calls (calls.Enqueuer's) have enqueue's shape by construction.
-    for call in calls.ready() if isinstance(calls, LazyCalls) else calls:
-        if call.wire is None:  # a call with its request built (calls.Enqueuer) has its shape
+    for call in calls:
+        if call.wire is None:  # a call with its request built (echomq.encoded) has its shape
             call.script.check(len(call.keys), len(call.args))
 
 
@@ -213,8 +212,7 @@ class Connector:
         for _ in range(_NOSCRIPT_ROUNDS + 1):
             got: list[Any] = []
             try:
-                # The first attempt sends every call: the batch itself (a LazyCalls builds
-                # each flush's calls as the wire reaches it).
+                # The first attempt sends every call: the batch itself.
                 batch = calls if not out and len(todo) == len(calls) else [calls[i] for i in todo]
                 self._transmit(batch, reads, step, asking, bulk, got)
             finally:  # keep what was answered, even when the connection broke part way
