@@ -1,17 +1,24 @@
-"""The server's own limit for admission: the real ``enqueue.lua``, pre-encoded, pipelined.
+"""The server's own limit for admission, on the scripts the package ships, pre-encoded, pipelined.
 
-    .venv/bin/python bench/limit.py --jobs 200000 [--order time|random] [--url redis://...]
+    .venv/bin/python bench/limit.py --jobs 200000 [--order time|random] [--script batch|enqueue]
+        [--calls-of 1000] [--url redis://...]
 
-Exactly the call ``AsyncQueue.enqueue_many`` sends (``echomq.protocol.enqueue``: the job,
-pending, wake, meta, parked, active and rate keys, the id and a 64-byte payload),
-``EVALSHA`` of the script the package ships. The ids are minted before the clock starts
-(this measures the server, not the client) in the order asked: ``time`` as ``generate_many``
-gives them, ``random`` the same ids shuffled. The queue starts empty, so the pending set
-grows over the same sizes as the admission row it is compared with. The commands are encoded
-once; two connections each keep the socket full from a writer thread while a reader thread
-counts the replies, so the server (pinned to its own core) is the bottleneck:
-``server_busy`` (server CPU ÷ wall time) near 1.0 shows it. Every reply must be ``:1``
-(enqueued), else the run fails.
+``--script batch`` (the default): exactly the calls ``AsyncQueue.enqueue_many`` sends for N
+plain jobs: ``enqueue_batch.lua`` calls built by the same builder
+(``echomq.encoded.BatchEnqueuer``: pending, wake, meta, parked, active, rate and one job key
+per job, one 64-byte payload per job) with the same number of jobs per call
+(``echomq.encoded.batch_size``), in the same order; ``--calls-of 1000`` splits the N jobs
+into lists of 1,000 first, as sequential ``enqueue_many`` calls of 1,000 do.
+``--script enqueue``: one ``enqueue.lua`` call per job (``echomq.protocol.enqueue``, seven
+keys), what ``AsyncQueue.enqueue`` sends for one job: the per-job limit, still reported.
+The ids are minted before the clock starts (this measures the server, not the client) in
+the order asked: ``time`` as ``generate_many`` gives them, ``random`` the same ids shuffled.
+The queue starts empty, so the pending set grows over the same sizes as the admission row
+it is compared with. The requests are encoded once; writer threads keep the sockets full
+while reader threads count the replies, so the server (pinned to its own core) is the
+bottleneck: ``server_busy`` (server CPU ÷ wall time) near 1.0 shows it. Every job must be
+enqueued (``:1`` per enqueue.lua call, a ``1`` per job in each batch's verdict string),
+else the run fails.
 """
 
 from __future__ import annotations
@@ -26,13 +33,14 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+import hiredis
 import redis
 
 from echomq import generate_many
-from echomq.protocol import QueueKeys, enqueue
+from echomq.protocol import BatchEnqueuer, QueueKeys, batch_size, enqueue
 
 QUEUE = "bench"
-CHUNK = 1000
+CHUNK = 1000  # enqueue.lua calls per written buffer
 
 
 def resp(parts: list[bytes]) -> bytes:
@@ -43,7 +51,7 @@ def resp(parts: list[bytes]) -> bytes:
 
 
 def encoded(ids: list[str], payload: bytes) -> tuple[str, str, list[tuple[bytes, int]]]:
-    """The calls in chunks of CHUNK: (RESP bytes, number of calls)."""
+    """enqueue.lua calls in chunks of CHUNK: (RESP bytes, number of calls: one reply line each)."""
     k = QueueKeys.of(QUEUE)
     chunks: list[tuple[bytes, int]] = []
     buf: list[bytes] = []
@@ -63,9 +71,27 @@ def encoded(ids: list[str], payload: bytes) -> tuple[str, str, list[tuple[bytes,
     return sha, source, chunks
 
 
+def batched(ids: list[str], payload: bytes, calls_of: int) -> tuple[str, str, list[tuple[bytes, int]]]:
+    """enqueue_batch.lua calls as ``enqueue_many`` builds them for lists of ``calls_of`` jobs
+    (all N in one list when 0): per call, its RESP bytes and the 2 lines of its reply (a
+    bulk string: ``$<n>`` and the n verdict digits)."""
+    enc = BatchEnqueuer(QueueKeys.of(QUEUE))
+    chunks: list[tuple[bytes, int]] = []
+    step = calls_of or len(ids)
+    for a in range(0, len(ids), step):
+        part = ids[a : a + step]
+        size = batch_size(len(part))
+        for b in range(0, len(part), size):
+            wire = enc.build(part[b : b + size], [payload] * len(part[b : b + size])).wire
+            assert wire is not None
+            chunks.append((wire, 2))
+    return enc.script.sha, enc.script.source, chunks
+
+
 def blast(host: str, port: int, chunks: list[tuple[bytes, int]], got: list[bytes]) -> None:
-    replies = sum(c for _, c in chunks)
-    sock = socket.create_connection((host, port))
+    """Write the chunks from a thread while this one reads until every reply line came."""
+    lines = sum(c for _, c in chunks)
+    sock = socket.create_connection((host, port), timeout=300)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def write() -> None:
@@ -76,7 +102,7 @@ def blast(host: str, port: int, chunks: list[tuple[bytes, int]], got: list[bytes
     t.start()
     data = bytearray()
     seen = 0
-    while seen < replies:
+    while seen < lines:
         b = sock.recv(1 << 20)
         if not b:
             raise ConnectionError("server closed the connection")
@@ -87,20 +113,38 @@ def blast(host: str, port: int, chunks: list[tuple[bytes, int]], got: list[bytes
     got.append(bytes(data))
 
 
+def verdict_ones(got: list[bytes]) -> int:
+    """The enqueued jobs in enqueue_batch replies: the 1s of each verdict string."""
+    reader = hiredis.Reader()
+    ones = 0
+    for data in got:
+        reader.feed(data)
+        while (reply := reader.gets()) is not False:
+            ones += reply.count(b"1") if isinstance(reply, bytes) else 0
+    return ones
+
+
 def server_cpu(r: redis.Redis) -> float:
     info = r.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def measure(url: str, n: int, order: str, payload: bytes = b"x" * 64, conns: int = 2) -> dict[str, Any]:
-    """One run on a server emptied first (FLUSHALL): the rate, server µs per call, busy share."""
+def measure(url: str, n: int, order: str, payload: bytes = b"x" * 64, conns: int = 2,
+            script: str = "batch", calls_of: int = 0) -> dict[str, Any]:
+    """One run on a server emptied first (FLUSHALL): the rate, server µs per job, busy share."""
     u = urlparse(url)
     host, port = u.hostname or "127.0.0.1", u.port or 6379
     r = redis.Redis(host=host, port=port)
     ids = generate_many("JOB", n)
     if order == "random":
         random.Random(15).shuffle(ids)
-    sha, source, chunks = encoded(ids, payload)
+    if script == "batch":
+        # One connection: the calls reach the server in enqueue_many's order, and each is
+        # large enough that one socket keeps the server busy.
+        conns = 1
+        sha, source, chunks = batched(ids, payload, calls_of)
+    else:
+        sha, source, chunks = encoded(ids, payload)
     r.flushall()
     r.script_load(source)
     # The first admission records the protocol version in meta; every run starts there.
@@ -115,28 +159,34 @@ def measure(url: str, n: int, order: str, payload: bytes = b"x" * 64, conns: int
         t.join()
     wall = time.perf_counter() - t0
     s1 = server_cpu(r)
-    ok = sum(g.count(b":1\r\n") for g in got)
+    ok = sum(g.count(b":1\r\n") for g in got) if script != "batch" else verdict_ones(got)
     if ok != n or r.zcard(f"emq:{{{QUEUE}}}:pending") != n:
         raise SystemExit(f"limit run: {ok} of {n} enqueued; replies {got[0][:200]!r}")
+    what = (f"enqueue_batch.lua EVALSHA {sha[:12]}, {batch_size(calls_of or n)} jobs a call"
+            + (f" in lists of {calls_of:,}" if calls_of else "") + " (as enqueue_many sends them), "
+            "6 keys + one job key and one 64-byte payload per job" if script == "batch" else
+            f"enqueue.lua EVALSHA {sha[:12]}, one call per job, 7 keys (job, pending, wake, meta, "
+            "parked, active, rate), 64-byte payload")
     return {"n": n, "order": order, "rate": n / wall, "seconds": wall, "server_us": (s1 - s0) / n * 1e6,
-            "server_busy": (s1 - s0) / wall, "connections": conns, "chunk": CHUNK,
-            "script": f"enqueue.lua EVALSHA {sha[:12]}, 7 keys (job, pending, wake, meta, parked, "
-                      "active, rate), 64-byte payload"}
+            "server_busy": (s1 - s0) / wall, "connections": conns, "chunk": CHUNK, "script": what,
+            "calls_of": calls_of, "batch": batch_size(calls_of or n) if script == "batch" else 1}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=200_000)
     ap.add_argument("--order", choices=("time", "random"), default="time")
+    ap.add_argument("--script", choices=("batch", "enqueue"), default="batch")
+    ap.add_argument("--calls-of", type=int, default=0, help="split the jobs into lists of this many")
     ap.add_argument("--url", default="")
     a = ap.parse_args()
     if a.url:
-        print(json.dumps(measure(a.url, a.jobs, a.order)))
+        print(json.dumps(measure(a.url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)))
         return
     from echomq.server import EmbeddedValkey
 
     with EmbeddedValkey(appendonly=False) as srv:
-        print(json.dumps(measure(srv.url, a.jobs, a.order)))
+        print(json.dumps(measure(srv.url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)))
     sys.stdout.flush()
 
 

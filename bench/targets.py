@@ -32,7 +32,17 @@ def evaluate(res: dict[str, Any]) -> list[dict[str, Any]]:
     fig = res["figures"]
     e = fig.get("echomq", {})
     peers = [s for s in fig if s != "echomq"]
-    lim_t = g(res, "limits", "enqueue_time", "rate", default=1e-9)
+    # The limit of the script the bulk rows use: enqueue_batch.lua as enqueue_many sends it
+    # (one call of N; in lists of 1,000 for the sequential row). A results.json from before
+    # the batch script has only enqueue.lua's limit, the script bulk admission used then.
+    lims = res.get("limits", {})
+    lim_key = "batch_time" if "batch_time" in lims else "enqueue_time"
+    seq_key = "batch_seq_time" if "batch_seq_time" in lims else lim_key
+    lim_t = g(res, "limits", lim_key, "rate", default=1e-9)
+    lim_s = g(res, "limits", seq_key, "rate", default=1e-9)
+    lim_name = {"batch_time": "enqueue_batch.lua as enqueue_many sends it",
+                "batch_seq_time": "enqueue_batch.lua in lists of 1,000",
+                "enqueue_time": "enqueue.lua"}
 
     def best(op: str) -> str:
         return max(peers, key=lambda s: max(g(fig[s], op, "rate"), g(fig[s], op + "_alt", "rate")))
@@ -47,11 +57,12 @@ def evaluate(res: dict[str, Any]) -> list[dict[str, Any]]:
 
     b1, bs, bp = g(e, "bulk", "rate"), g(e, "bulk_seq", "rate"), g(e, "producer", "rate")
     row("bulk admission (one enqueue_many call, ids minted in the window, 64 B) ÷ server limit "
-        "(enqueue.lua, same N, time-ordered ids)", "0.40–0.58×", "≥ 0.9×",
-        f"{b1:,.0f} ÷ {lim_t:,.0f} = {b1 / lim_t:.2f}×", b1 / lim_t >= 0.9)
-    row("sequential enqueue_many calls of 1,000 ÷ server limit", "0.40–0.58×", "≥ 0.9×",
-        f"{bs:,.0f} ÷ {lim_t:,.0f} = {bs / lim_t:.2f}× (Producer.put one by one: {bp / lim_t:.2f}×)",
-        bs / lim_t >= 0.9)
+        f"of the script it uses ({lim_name[lim_key]}, same N, time-ordered ids)", "0.40–0.58×",
+        "≥ 0.9×", f"{b1:,.0f} ÷ {lim_t:,.0f} = {b1 / lim_t:.2f}×", b1 / lim_t >= 0.9)
+    row(f"sequential enqueue_many calls of 1,000 ÷ server limit ({lim_name[seq_key]})",
+        "0.40–0.58×", "≥ 0.9×",
+        f"{bs:,.0f} ÷ {lim_s:,.0f} = {bs / lim_s:.2f}× (Producer.put one by one: {bp / lim_s:.2f}×)",
+        bs / lim_s >= 0.9)
     bb = best("bulk") if peers else ""
     pb = peer_rate(bb, "bulk") if peers else 1e-9
     row("bulk admission ÷ fastest peer's bulk path", "2.5–3.4×", "≥ 6×",
