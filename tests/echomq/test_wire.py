@@ -219,7 +219,7 @@ def test_enqueuer_refuses_what_enqueue_refuses(bad: object) -> None:
     assert str(fast.value) == str(plain.value)
 
 
-# --- encoded.BatchEnqueuer: enqueue_batch.lua's request in a few joins (decision 0025) ---
+# --- encoded.BatchEnqueuer: enqueue_batch.lua's request in a few joins (decision 0027) ---
 
 
 @pytest.mark.parametrize("name", ["q", "orders 100%", "%d%b%s", "émoji 🎲", "a" * 128])

@@ -73,7 +73,7 @@ def test_the_rules_name_only_queue_keys_and_no_dangerous_command() -> None:
     assert "+del" not in producer and "+evalsha" not in producer
     sha = {name: f"+evalsha|{s.sha}" for name, s in bundle().items()}
     assert sha["enqueue"] in producer and sha["admit"] in producer
-    assert sha["enqueue_batch"] in producer  # enqueue_many's runs of plain jobs (decision 0025)
+    assert sha["enqueue_batch"] in producer  # enqueue_many's runs of plain jobs (decision 0027)
     assert sha["claim"] not in producer and sha["complete"] not in producer
     assert sha["claim"] in acl_rules("worker", [Q])
     assert not {sha[w] for w in ("requeue", "purge", "cancel", "pause")} & set(

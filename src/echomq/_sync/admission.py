@@ -6,7 +6,7 @@
 docs/decisions/0017). One plain job takes ``enqueue.lua``, with its request encoded once
 per queue (:class:`echomq.encoded.Enqueuer`); runs of plain jobs in a list take
 ``enqueue_batch.lua``, up to :data:`echomq.encoded.BATCH` jobs a call
-(:class:`echomq.encoded.BatchEnqueuer`, docs/decisions/0025); any option takes ``admit.lua``.
+(:class:`echomq.encoded.BatchEnqueuer`, docs/decisions/0027); any option takes ``admit.lua``.
 Every argument is checked before the first write; a refusal of the server comes back as
 its typed error (:func:`echomq._sync.memory.typed_refusals`).
 """
@@ -121,7 +121,7 @@ class Admission:
         An id repeated inside the batch is admitted once and reported DUPLICATE after.
         Runs of plain jobs (no lane, no option, a JOB id) go as ``enqueue_batch`` calls of
         up to :data:`echomq.encoded.BATCH` jobs, each job atomic as alone
-        (docs/decisions/0025-batch-admission.md); any other item is its own call. The
+        (docs/decisions/0027-batch-admission.md); any other item is its own call. The
         list is not a transaction. ``priority`` and ``timeout_ms`` apply to every item,
         as in :meth:`Queue.admit`.
         """

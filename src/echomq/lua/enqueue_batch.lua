@@ -1,6 +1,6 @@
 #!lua
 -- name: enqueue_batch
--- summary: Admit many plain jobs in one call (docs/decisions/0025-batch-admission.md): per
+-- summary: Admit many plain jobs in one call (docs/decisions/0027-batch-admission.md): per
 --   job, in order, what enqueue.lua does, with the per-call part (key shape, version fence,
 --   pending's size) paid once. Each job's id is its key's tail. Every job key is checked
 --   before the first write: one not of this queue, or not a JOB id, refuses the whole call.
