@@ -131,16 +131,19 @@ async def fill(queue: AsyncQueue, step: int = 500) -> list[str]:
             assert all(v is Verdict.ENQUEUED or _is_oom(v) for v in verdicts)
             stored = [await queue.job(i) is not None for i in batch]
             assert stored == [v is Verdict.ENQUEUED for v in verdicts]  # verdicts in order
+            refusal: EchoMQError | None = None
             for _ in range(10_000):
                 one = generate("JOB")
                 try:
-                    assert await queue.enqueue(one, PAYLOAD) is Verdict.ENQUEUED
+                    verdict = await queue.enqueue(one, PAYLOAD)
                 except EchoMQError as exc:
-                    assert _is_oom(exc)
-                    assert await queue.job(one) is None
-                    return admitted
+                    refusal = exc
+                    break
+                assert verdict is Verdict.ENQUEUED
                 admitted.append(one)
-            raise AssertionError("single admissions were never refused")
+            assert refusal is not None and _is_oom(refusal), "single admissions were never refused"
+            assert await queue.job(one) is None
+            return admitted
     raise AssertionError("the server never refused admission")
 
 
