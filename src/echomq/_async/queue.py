@@ -42,6 +42,11 @@ from echomq.protocol import Bulk, Call
 __all__ = ["AsyncQueue"]
 
 _FINISH_BATCH = 256
+_CLAIM_SPARE = 32
+"""Candidates a settle's claim carries beyond ``count`` (at least; ``count`` more when
+``count`` is larger): room to skip ids another consumer took, jobs of busy serial lanes and
+jobs the gate holds, without sending the whole peeked window (each candidate is a key and
+an id the server parses and checks; bench/transition_cpu.py)."""
 
 
 class AsyncQueue:
@@ -258,8 +263,9 @@ class AsyncQueue:
         the next ``window`` candidates, all in one flush (one round trip).
 
         Each completion is fenced on its own with its own verdict; the claim is the
-        ``claim`` script on ids peeked by an earlier flush, so it re-checks every
-        candidate on the server (docs/decisions/0002) and skips those that moved; the peek
+        ``claim`` script on ids peeked by an earlier flush (the first ``count`` plus
+        ``max(count, 32)`` of them), so it re-checks every candidate on the server
+        (docs/decisions/0002) and skips those that moved; the peek
         runs after the claim, so its ids are the next candidates. ``count`` 0 or no
         candidates: no claim; ``window`` 0: no peek. With ``park`` (a consumer's token) the
         same flush also parks it for hand-off (``park`` script, ``park_ttl_ms``; it parks only
@@ -273,7 +279,8 @@ class AsyncQueue:
         nb = len(calls)
         claim = bool(count and candidates)
         if claim:
-            calls.append(p.claim(self.k, candidates, count=count, lease_ms=lease_ms))
+            spare = max(count, _CLAIM_SPARE)
+            calls.append(p.claim(self.k, candidates[: count + spare], count=count, lease_ms=lease_ms))
         if park is not None:
             calls.append(h.park(self.k, park, lease_ms=lease_ms, ttl_ms=park_ttl_ms))
         # The peek is a read after the calls (sent again if a call had to be reloaded), so

@@ -41,49 +41,51 @@ if not count or count < 0 or count > 10000 or count ~= math.floor(count) then
 end
 local refused = fence(KEYS[4])
 if refused then return refused end
-local now = now_ms()
+local call, now = redis.call, now_ms()
 local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
-local deadline, out, leased, top, active = now + lease, {}, 0, 0, {}
-local vtime -- read only when a tagged job is leased (plain jobs score 0 and never move it)
-for i = 1, #ARGV - 2 do
-  if leased >= count then break end
-  local id, job = ARGV[i + 2], KEYS[i + 8]
-  local row = redis.call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
-  local lane, serial, prio = row[2], row[3], tonumber(row[6] or '0')
-  local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
-  if not row[1] then
-    redis.call('ZREM', KEYS[1], id) -- a pending entry without a row cannot run; drop it
-  elseif not (serial == '1' and (redis.call('HGET', KEYS[5], lane) or id) ~= id) then
-    -- ZSCORE only for a tagged job; otherwise ZREM's reply says it was pending (but a
-    -- gated queue takes a token only for a job whose row says pending).
-    local score = line and redis.call('ZSCORE', KEYS[1], id)
-    local ok = score or not line
-    if ok and g.on then ok = (score or row[1] == 'pending') and gate_take(g, lane) end
-    if ok and redis.call('ZREM', KEYS[1], id) == 1 then
-      local attempt = tonumber(row[5] or '0') + 1
-      redis.call('HSET', job, 'state', 'active', 'attempts', attempt)
-      local n = #active
-      active[n + 1], active[n + 2] = deadline, id
-      if #active >= 512 then
-        redis.call('ZADD', KEYS[2], unpack(active))
-        active = {}
+local due = fmt(now + lease) -- the deadline, formatted once (a score and a reply field)
+local out, gone, active, seen, leased, top, vtime = {}, {}, {}, {}, 0, 0, nil
+local function flush() -- the leases so far: off pending, onto active (<= 512 members a call)
+  if #gone > 0 then call('ZREM', KEYS[1], unpack(gone)) gone = {} end
+  if #active > 0 then call('ZADD', KEYS[2], unpack(active)) active = {} end
+end
+local i, n = 1, #ARGV - 2
+while i <= n and leased < count do -- one ZMSCORE per slice: which candidates are pending
+  local last = math.min(n, i + math.min(math.max(count - leased, 8), 256) - 1)
+  local scores = call('ZMSCORE', KEYS[1], unpack(ARGV, i + 2, last + 2))
+  for j = i, last do
+    local id, score = ARGV[j + 2], scores[j - i + 1]
+    if score and leased < count and not seen[id] then
+      seen[id] = true
+      local job = KEYS[j + 8]
+      local row = call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
+      local lane, serial, prio = row[2], row[3] == '1', tonumber(row[6] or '0')
+      local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
+      if not row[1] then
+        gone[#gone + 1] = id -- a pending entry without a row cannot run; drop it
+      elseif not (serial and (call('HGET', KEYS[5], lane) or id) ~= id) and (not g.on or gate_take(g, lane)) then
+        local attempt = tonumber(row[5] or '0') + 1
+        call('HSET', job, 'state', 'active', 'attempts', attempt)
+        gone[#gone + 1], active[#active + 1], active[#active + 2] = id, due, id
+        if line then
+          if serial then call('HSET', KEYS[5], lane, id) end
+          local tag = tonumber(score) + prio * AGE
+          if tonumber(call('HGET', KEYS[3], line)) == tag then call('HDEL', KEYS[3], line) end
+          vtime = vtime or tonumber(call('HGET', KEYS[4], 'vtime') or '0')
+          if tag > top then top = tag end
+        end
+        local o = leased * 6
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
+          id, attempt, row[4], lane or '', due, row[7] or ''
+        leased = leased + 1
       end
-      if line then
-        if serial == '1' then redis.call('HSET', KEYS[5], lane, id) end
-        local tag = tonumber(score) + prio * AGE
-        if tonumber(redis.call('HGET', KEYS[3], line)) == tag then redis.call('HDEL', KEYS[3], line) end
-        vtime = vtime or tonumber(redis.call('HGET', KEYS[4], 'vtime') or '0')
-        if tag > top then top = tag end
-      end
-      leased = leased + 1
-      local n = #out
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, row[4], lane or '', fmt(deadline)
-      out[n + 6] = row[7] or ''
+      if #gone >= 512 then flush() end
     end
   end
+  i = last + 1
 end
-if #active > 0 then redis.call('ZADD', KEYS[2], unpack(active)) end
-if vtime and top > vtime then redis.call('HSET', KEYS[4], 'vtime', fmt(top)) end
+flush()
+if vtime and top > vtime then call('HSET', KEYS[4], 'vtime', fmt(top)) end
 gate_close(g)
 if g.paused then out[#out + 1] = -1 elseif g.wait then out[#out + 1] = g.wait end
 return out

@@ -48,9 +48,12 @@ if row[4] then ended(KEYS[2], KEYS[3], ARGV[1], now) return 2 end -- fence: a ca
 if keep == 0 then
   redis.call('DEL', KEYS[2])
 else
-  redis.call('HSET', KEYS[2], 'state', 'done')
   redis.call('HDEL', KEYS[2], 'payload')
-  if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'result', ARGV[4]) end
+  if ARGV[4] == '' then
+    redis.call('HSET', KEYS[2], 'state', 'done')
+  else
+    redis.call('HSET', KEYS[2], 'state', 'done', 'result', ARGV[4])
+  end
   redis.call('ZADD', KEYS[3], now, ARGV[1])
 end
 return 1

@@ -39,44 +39,47 @@ if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
 end
 local refused = fence(KEYS[4])
 if refused then return refused end
-local now = now_ms()
-local deadlines = {} -- every lease deadline, one ZMSCORE per slice of 256 (not a ZSCORE per job)
-for s = 1, n, 256 do
-  local ids = {}
-  for i = s, math.min(s + 255, n) do ids[#ids + 1] = ARGV[3 * i - 1] end
-  for j, d in ipairs(redis.call('ZMSCORE', KEYS[1], unpack(ids))) do deadlines[s + j - 1] = d end
-end
-local out, won, seen = {}, {}, {}
-for i = 1, n do -- reads only: which attempts hold a live lease
-  local id, attempt = ARGV[3 * i - 1], ARGV[3 * i]
-  local row = redis.call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel')
-  local deadline = deadlines[i]
-  local live = row[1] == 'active' and deadline ~= false and not seen[id] -- running, once
-  live = live and row[2] == attempt -- fence: this attempt holds it
-  live = live and tonumber(deadline) >= now -- fence: the lease deadline has not passed
-  out[i] = live and (row[4] and 2 or 1) or 0 -- fence: a cancel was asked: cancelled, not done
-  if live then won[#won + 1], seen[id] = {i, row[3]}, true end
+local call, now = redis.call, now_ms()
+local at = fmt(now) -- the done score, formatted once
+local out, won, lanes, seen = {}, {}, {}, {}
+for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCORE a slice)
+  local ids, e = {}, math.min(s + 255, n)
+  for i = s, e do ids[i - s + 1] = ARGV[3 * i - 1] end
+  local deadlines = call('ZMSCORE', KEYS[1], unpack(ids))
+  for i = s, e do
+    local id, attempt, deadline = ARGV[3 * i - 1], ARGV[3 * i], deadlines[i - s + 1]
+    local live = deadline ~= false and not seen[id] -- leased, and finished once
+    if live then
+      local row = call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel')
+      live = row[1] == 'active'
+      live = live and row[2] == attempt -- fence: this attempt holds it
+      live = live and tonumber(deadline) >= now -- fence: the lease deadline has not passed
+      out[i] = live and (row[4] and 2 or 1) or 0 -- fence: a cancel was asked: cancelled, not done
+      if live then won[#won + 1], lanes[i], seen[id] = i, row[3], true end
+    else
+      out[i] = 0
+    end
+  end
 end
 for s = 1, #won, 256 do -- writes, in slices: ZREM/ZADD take at most 256 members each
   local gone, done = {}, {}
   for w = s, math.min(s + 255, #won) do
-    local i, lane = won[w][1], won[w][2]
+    local i = won[w]
     local job, id, result = KEYS[i + 5], ARGV[3 * i - 1], ARGV[3 * i + 1]
     gone[#gone + 1] = id
-    release(KEYS[3], lane, id)
+    if lanes[i] then release(KEYS[3], lanes[i], id) end
     if out[i] == 2 then
       ended(job, KEYS[2], id, now)
     elseif keep == 0 then
-      redis.call('DEL', job)
+      call('DEL', job)
     else
-      redis.call('HDEL', job, 'payload')
-      redis.call('HSET', job, 'state', 'done', unpack(result ~= '' and {'result', result} or {}))
-      done[#done + 1] = now
-      done[#done + 1] = id
+      call('HDEL', job, 'payload')
+      if result == '' then call('HSET', job, 'state', 'done') else call('HSET', job, 'state', 'done', 'result', result) end
+      done[#done + 1], done[#done + 2] = at, id
     end
   end
-  redis.call('ZREM', KEYS[1], unpack(gone))
-  if #done > 0 then redis.call('ZADD', KEYS[2], unpack(done)) end
-  redis.call('SPUBLISH', KEYS[5], table.concat(gone, ' '))
+  call('ZREM', KEYS[1], unpack(gone))
+  if #done > 0 then call('ZADD', KEYS[2], unpack(done)) end
+  call('SPUBLISH', KEYS[5], table.concat(gone, ' '))
 end
 return out

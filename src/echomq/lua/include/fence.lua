@@ -6,6 +6,7 @@ local PROTOCOL = 'echomq:3.0.0' -- echomq.model.PROTOCOL; the loader refuses a m
 local function fence(meta)
   local recorded = redis.call('HGET', meta, 'protocol')
   if not recorded then return nil, false end
+  if recorded == PROTOCOL then return nil, true end -- the common case: no pattern matching
   local theirs = string.match(recorded, '^echomq:(%d+)%.')
   local ours = string.match(PROTOCOL, '^echomq:(%d+)%.')
   if theirs ~= ours then -- fence: another major version

@@ -11,7 +11,8 @@
 -- gate_close(g): record the leases taken in the logs (the gate's only writes).
 local function gate_open(meta, rate, lane_rate, lane_seen, now)
   local m = redis.call('HMGET', meta, 'paused', 'rate_max', 'rate_ms', 'lane_max', 'lane_ms')
-  return {on = m[1] == '1' or m[2] ~= false or m[4] ~= false, now = now, paused = m[1] == '1', qmax = tonumber(m[2]), qms = tonumber(m[3]),
+  if m[1] ~= '1' and not m[2] and not m[4] then return {on = false, used = 0} end -- no gate
+  return {on = true, now = now, paused = m[1] == '1', qmax = tonumber(m[2]), qms = tonumber(m[3]),
           lmax = tonumber(m[4]), lms = tonumber(m[5]), used = 0, logs = {}, wait = nil,
           rate = rate, lane_rate = lane_rate, lane_seen = lane_seen}
 end
