@@ -29,8 +29,14 @@ async def test_a_worker_serves_prometheus_metrics(conn: Any, qname: str) -> None
     task = asyncio.create_task(worker.run())
     try:
         async def settled() -> bool:
+            # The server's count, then the consumer's own: a completion is counted when the
+            # consumer reads its flush's reply, which can be after another connection
+            # already sees the job done.
             failed = await bad.stats()
-            return (await q.stats()).done == 10 and failed.delayed + failed.dead == 1
+            mine, theirs = worker.consumers.get(q.name), worker.consumers.get(bad.name)
+            return ((await q.stats()).done == 10 and failed.delayed + failed.dead == 1
+                    and mine is not None and mine.stats.completed == 10
+                    and theirs is not None and theirs.stats.retried + theirs.stats.dead == 1)
         await wait_for(settled, within=20)
         worker.metrics.sync_counters()
         await worker.metrics.refresh(conn, [q.name, bad.name])
