@@ -8,7 +8,7 @@ handed to the consumer's callback in the same event-loop step that read it. No t
 on ``get_message`` with a poll timeout, no stream reader, no timeout context per message:
 that path cost ~0.3 ms per wake-up on this machine (bench/latency_probe.py, stage
 ``recv``), a fifth of the idle admission-to-handler latency
-(docs/decisions/0025-wake-link.md).
+(docs/decisions/0026-wake-link.md).
 
 The link ends when the connection drops, the server ends the subscription (the slot left
 the node: ``sunsubscribe``) or answers an error; :attr:`WakeLink.closed` then holds the
