@@ -5,7 +5,8 @@ server checks both against the user), on the keys of its queues (``emq:{<queue>}
 and, for the roles whose scripts publish wake-ups, the queues' shard channels
 (``emq:{<queue>}:wake`` and ``emq:{<queue>}:finished``, which results wait on). The
 commands inside the scripts are read from the scripts themselves (every
-``redis.call('X'``), so the rules cannot drift from the Lua.
+``redis.call('X'``, or ``call('X'`` where a script keeps it in a local), so the rules
+cannot drift from the Lua.
 
 ==================== =================================================================
 role                 may
@@ -49,7 +50,9 @@ from echomq.scripts import bundle
 
 __all__ = ["ROLES", "acl_rules", "script_commands", "setuser"]
 
-_CALL = re.compile(r"redis\.(?:p?call)\(\s*'([A-Za-z]+)'")
+# ``redis.call('X'`` and, where a script keeps ``redis.call`` in a local named ``call``
+# (claim.lua does, for speed), ``call('X'``: every command a script can run.
+_CALL = re.compile(r"\b(?:redis\.)?p?call\(\s*'([A-Za-z]+)'")
 
 # Sent by every role: the connection handshake, scripts, the server clock, cluster routing.
 _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slots", "asking",

@@ -128,12 +128,14 @@ def test_a_promoted_replica_with_a_skewed_clock_moves_leases_by_the_skew(
         pair: tuple[EmbeddedValkey, EmbeddedValkey]) -> None:
     primary, replica = pair
     p, r = redis.Redis.from_url(primary.url), redis.Redis.from_url(replica.url)
+    conns: list[Connector] = []  # closed at the end: their sockets are this test's
     try:
         skew_ms = _server_ms(r) - _server_ms(p)
         assert abs(abs(skew_ms) - 10_000) < 500, skew_ms
         r.replicaof(primary.host, primary.port)
         _wait(lambda: r.info("replication")["master_link_status"] == "up", what="replica in sync")
-        q = Queue(Connector.from_url(primary.url), "skew")
+        conns.append(Connector.from_url(primary.url))
+        q = Queue(conns[-1], "skew")
         job = generate("JOB")
         lease_ms = 15_000
         assert q.enqueue(job, b"") is Verdict.ENQUEUED
@@ -152,7 +154,8 @@ def test_a_promoted_replica_with_a_skewed_clock_moves_leases_by_the_skew(
         # that passed, less the skew.
         measured_shift = lease_ms - elapsed_ms - left_ms
         assert abs(measured_shift - skew_ms) < 500, (measured_shift, skew_ms)
-        nq = Queue(Connector.from_url(replica.url), "skew")
+        conns.append(Connector.from_url(replica.url))
+        nq = Queue(conns[-1], "skew")
         if skew_ms > 0:
             # Ahead: the lease ends ~10 s early; a reaper on the new primary requeues the job
             # after ~5 s of real time instead of 15.
@@ -169,5 +172,7 @@ def test_a_promoted_replica_with_a_skewed_clock_moves_leases_by_the_skew(
             assert abs(int(r.zscore("emq:{skew}:active", job) or 0) - _server_ms(r) - lease_ms) < 500
         print(f"skew {skew_ms} ms: lease shifted by {measured_shift:.0f} ms")
     finally:
+        for conn in conns:
+            conn.close()
         p.close()
         r.close()
