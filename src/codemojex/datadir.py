@@ -132,23 +132,25 @@ class DataDir:
         return game if isinstance(game, dict) and not game.get("finished") else None
 
     # -- orphans ------------------------------------------------------------------------
-    def _is_valkey(self, pid: int, port: object) -> bool:
-        # valkey-server retitles itself ("valkey-server 127.0.0.1:PORT"); the embedded
-        # server runs in its data directory, so its cwd names this directory's data.
+    @staticmethod
+    def _valkey_dir_of(pid: int, port: object) -> Path | None:
+        """The working directory of ``pid`` if it is a valkey-server on ``port``, else None.
+        valkey-server retitles itself ("valkey-server 127.0.0.1:PORT"); an embedded server
+        runs in its data directory, so its cwd names whose data it serves."""
         title = " ".join(cmdline(pid) or [])
+        if "valkey-server" not in title or f":{port}" not in title:
+            return None
         try:
-            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+            return Path(os.readlink(f"/proc/{pid}/cwd"))
         except OSError:
-            return False
-        return "valkey-server" in title and f":{port}" in title and cwd == self.valkey_dir
+            return None
+
+    def _is_valkey(self, pid: int, port: object) -> bool:
+        return self._valkey_dir_of(pid, port) == self.valkey_dir
 
     def _is_cluster_node(self, pid: int, port: object) -> bool:
-        title = " ".join(cmdline(pid) or [])
-        try:
-            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
-        except OSError:
-            return False
-        return "valkey-server" in title and f":{port}" in title and cwd.parent == self.cluster_dir
+        cwd = self._valkey_dir_of(pid, port)
+        return cwd is not None and cwd.parent == self.cluster_dir
 
     def _is_postgres(self, pid: int) -> bool:
         args = cmdline(pid) or [""]

@@ -103,18 +103,16 @@ async def _charged(data: DataDir) -> int:
     return int(row[0]) if row else 0
 
 
-async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) -> None:
-    data = DataDir(tmp_path / "data")
-    args = ["--players", "20", "--guesses", "2", "--rounds", "2", "--round-seconds", "6",
-            "--data", str(data.path)]
-    log = tmp_path / "first.log"
+async def _kill_9_mid_round(data: DataDir, args: list[str], log: Path) -> None:
+    """Start ``codemojex play *args`` and kill -9 it once round 1 has a charged guess."""
     with log.open("wb") as sink:
         proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
                                                     stdout=sink, stderr=sink)
     try:
         deadline = time.monotonic() + 300  # a fresh PostgreSQL on a loaded machine
         while await _charged(data) < 1:  # round 1's submissions under way
-            assert proc.returncode is None, f"play ended before the kill: {log.read_text()[-2000:]}"
+            tail = "" if proc.returncode is None else log.read_text()[-2000:]  # noqa: ASYNC240
+            assert proc.returncode is None, f"play ended before the kill: {tail}"
             assert time.monotonic() < deadline, "round 1 never got guesses"
             await asyncio.sleep(0.1)
     finally:
@@ -122,6 +120,13 @@ async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) 
             proc.send_signal(signal.SIGKILL)
         await proc.wait()
     assert proc.returncode == -signal.SIGKILL
+
+
+async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) -> None:
+    data = DataDir(tmp_path / "data")
+    args = ["--players", "20", "--guesses", "2", "--rounds", "2", "--round-seconds", "6",
+            "--data", str(data.path)]
+    await _kill_9_mid_round(data, args, tmp_path / "first.log")
     state = data.load()
     assert state["game"]["finished"] is False
     valkey_pid = state["servers"]["valkey"]["pid"]
@@ -161,20 +166,7 @@ async def test_kill_9_mid_round_on_the_cluster_then_resume_settles_every_round(t
     data = DataDir(tmp_path / "data")
     args = ["--players", "12", "--guesses", "2", "--rounds", "2", "--round-seconds", "6",
             "--cluster", "--data", str(data.path)]
-    log = tmp_path / "first.log"
-    with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
-                                                    stdout=sink, stderr=sink)
-    try:
-        deadline = time.monotonic() + 300
-        while await _charged(data) < 1:
-            assert proc.returncode is None, f"play ended before the kill: {log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "round 1 never got guesses"
-            await asyncio.sleep(0.1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+    await _kill_9_mid_round(data, args, tmp_path / "first.log")
     state = data.load()
     assert state["game"]["finished"] is False and state["topology"]["cluster"] is True
     nodes = state["servers"]["cluster"]
