@@ -8,6 +8,7 @@ timed phase, so server µs per job does not depend on the client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PAYLOAD = "x" * 64
 PAYLOAD_BYTES = PAYLOAD.encode()
 raw = redis.Redis.from_url(URL)
+LAT_KEY = "bench:lat"  # every system's worker pushes its samples here
 
 
 def server_cpu() -> float:
@@ -139,14 +141,59 @@ class Sampling:
         self.noise = self.window.end(ours)
 
 
+WARM_TIMEOUT_S = 60.0
+
+
+def _warm_state(sent: int, started: float) -> str:
+    """The warm-up's next step from the samples so far: ``send`` another, ``wait``, ``done``."""
+    got = int(raw.llen(LAT_KEY))
+    if time.monotonic() - started > WARM_TIMEOUT_S:
+        raise RuntimeError(f"latency warm-up: {got} of {sent} warm-up jobs ran in {WARM_TIMEOUT_S:.0f} s")
+    if got == 0:
+        return "send"
+    if got < sent:
+        return "wait"
+    raw.delete(LAT_KEY)
+    return "done"
+
+
+def warm_up(send: Callable[[], Any], sleep: Callable[[float], Any] = time.sleep) -> int:
+    """Before sampling, every system the same way: one warm-up job every 50 ms until the
+    worker has run one, then wait until every warm-up job has run and drop their samples.
+    The worker is then started, connected and idle, so the samples time the idle path only
+    (a fixed sleep counted the start-up of a slow-importing worker in the first samples).
+    Returns how many warm-up jobs were sent."""
+    sent, started = 0, time.monotonic()
+    while (step := _warm_state(sent, started)) != "done":
+        if step == "send":
+            send()
+            sent += 1
+        sleep(0.05)
+    sleep(0.2)  # idle again before the first sample
+    return sent
+
+
+async def awarm_up(send: Callable[[], Any]) -> int:
+    """``warm_up`` for an async driver: ``send`` returns an awaitable."""
+    sent, started = 0, time.monotonic()
+    while (step := _warm_state(sent, started)) != "done":
+        if step == "send":
+            await send()
+            sent += 1
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    return sent
+
+
 def latency_run(n: int, send: Callable[[], Any], start: Callable[[], subprocess.Popen[bytes]],
-                warm_s: float, tail_s: float, sleep: Callable[[float], Any] = time.sleep) -> dict[str, Any]:
-    """Start the worker, wait ``warm_s``, send ``n`` jobs 10 ms apart, wait ``tail_s``, stop it.
+                tail_s: float, sleep: Callable[[float], Any] = time.sleep) -> dict[str, Any]:
+    """Start the worker, warm it up (``warm_up``), send ``n`` jobs 10 ms apart, wait
+    ``tail_s``, stop it.
 
     Blocking drivers only (async drivers have their own loop, same steps)."""
     with Sampling() as s:
         w = start()
-        sleep(warm_s)
+        warm_up(send, sleep)
         for _ in range(n):
             send()
             sleep(0.01)
@@ -155,7 +202,7 @@ def latency_run(n: int, send: Callable[[], Any], start: Callable[[], subprocess.
     return latency_stats(collect_latency()) | {"noise": s.noise}
 
 
-def collect_latency(key: str = "bench:lat") -> list[float]:
+def collect_latency(key: str = LAT_KEY) -> list[float]:
     return [float(x) for x in raw.lrange(key, 0, -1)]
 
 

@@ -14,6 +14,7 @@ from _common import (
     URL,
     Phase,
     Sampling,
+    awarm_up,
     collect_latency,
     drain,
     emit,
@@ -77,7 +78,7 @@ async def main() -> None:
     elif op == "latency":
         with Sampling() as s:
             w = worker([f"{BIN}/arq", "arq_sys.WorkerSettings"])
-            await asyncio.sleep(2)
+            await awarm_up(lambda: pool.enqueue_job("lat", time.time()))
             for _ in range(n):
                 await pool.enqueue_job("lat", time.time())
                 await asyncio.sleep(0.01)

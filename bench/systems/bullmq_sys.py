@@ -13,6 +13,7 @@ from _common import (
     URL,
     Phase,
     Sampling,
+    awarm_up,
     collect_latency,
     drain,
     emit,
@@ -71,7 +72,7 @@ async def main() -> None:
     elif op == "latency":
         with Sampling() as s:
             w = worker([sys.executable, __file__, "worker", "0", URL])
-            await asyncio.sleep(2)
+            await awarm_up(lambda: q.add("lat", {"t": time.time()}))
             for _ in range(n):
                 await q.add("lat", {"t": time.time()})
                 await asyncio.sleep(0.01)

@@ -19,6 +19,7 @@ from _common import (
     op_n,
     raw,
     stop,
+    warm_up,
     worker,
 )
 from celery import Celery, group
@@ -68,7 +69,7 @@ def main() -> None:
     elif op == "latency":
         with Sampling() as s:
             w = worker(cmd)
-            time.sleep(3)
+            warm_up(lambda: lat.delay(time.time()))
             for _ in range(n):
                 lat.delay(time.time())
                 time.sleep(0.01)

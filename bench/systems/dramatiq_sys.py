@@ -50,7 +50,7 @@ def main() -> None:
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        emit(latency_run(n, lambda: lat.send(time.time()), lambda: worker(cmd), 3, 1.5)
+        emit(latency_run(n, lambda: lat.send(time.time()), lambda: worker(cmd), 1.5)
              | {"api": API["worker"]})
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 
 from _common import (
     PAYLOAD_BYTES,
     URL,
     Phase,
     Sampling,
+    awarm_up,
     collect_latency,
     drain,
     emit,
@@ -58,17 +60,34 @@ async def fill(q: AsyncQueue, n: int) -> None:
     ok(await q.enqueue_many([(i, PAYLOAD_BYTES) for i in generate_many("JOB", n)]), n)
 
 
-def ids_cpu(n: int) -> dict[str, float]:
-    """Client CPU per id: generate() in a loop and generate_many in batches of 1,000."""
-    c0 = time.process_time()
-    for _ in range(n):
-        generate("JOB")
-    one = (time.process_time() - c0) / n * 1e6
-    c0 = time.process_time()
-    for _ in range(0, n, 1000):
-        generate_many("JOB", 1000)
-    many = (time.process_time() - c0) / n * 1e6
-    return {"n": n, "generate_us": one, "generate_many_us": many}
+def ids_cpu(n: int, repeats: int = 5) -> dict[str, float]:
+    """Client CPU per id: generate() in a loop and generate_many in batches of 1,000, each in
+    ``repeats`` passes of n / repeats ids. The figure is the best pass, as ``timeit``
+    reports (another process's load only ever adds CPU time per id on this shared VM:
+    one pass of the same loop measured 0.30-0.58 µs in three fresh processes a minute
+    apart); the median pass is reported beside it."""
+    per = max(1, n // repeats)
+
+    def passes(run: Callable[[], object]) -> list[float]:
+        out = []
+        for _ in range(repeats):
+            c0 = time.process_time()
+            run()
+            out.append((time.process_time() - c0) / per * 1e6)
+        return sorted(out)
+
+    def one_by_one() -> None:
+        for _ in range(per):
+            generate("JOB")
+
+    def batched() -> None:
+        for _ in range(0, per, 1000):
+            generate_many("JOB", 1000)
+
+    one, many = passes(one_by_one), passes(batched)
+    return {"n": per * repeats, "repeats": repeats, "generate_us": one[0],
+            "generate_median_us": one[len(one) // 2], "generate_many_us": many[0],
+            "generate_many_median_us": many[len(many) // 2]}
 
 
 async def main() -> None:
@@ -133,7 +152,7 @@ async def main() -> None:
     elif op == "latency":
         with Sampling() as s:
             w = worker([sys.executable, __file__, "worker-lat", "0", URL])
-            await asyncio.sleep(1.5)
+            await awarm_up(lambda: q.enqueue(generate("JOB"), repr(time.time()).encode()))
             for _ in range(n):
                 await q.enqueue(generate("JOB"), repr(time.time()).encode())
                 await asyncio.sleep(0.01)

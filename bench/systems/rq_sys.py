@@ -52,7 +52,7 @@ def main() -> None:
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
-        emit(latency_run(n, lambda: q.enqueue("rq_sys.lat", time.time()), lambda: worker(cmd), 2, 1.5)
+        emit(latency_run(n, lambda: q.enqueue("rq_sys.lat", time.time()), lambda: worker(cmd), 1.5)
              | {"api": API["worker"]})
 
 

@@ -12,6 +12,7 @@ from _common import (
     URL,
     Phase,
     Sampling,
+    awarm_up,
     collect_latency,
     drain,
     emit,
@@ -69,7 +70,7 @@ async def main() -> None:
     elif op == "latency":
         with Sampling() as s:
             w = worker([sys.executable, __file__, "worker", "0", URL])
-            await asyncio.sleep(2)
+            await awarm_up(lambda: q.enqueue("lat", t=time.time()))
             for _ in range(n):
                 await q.enqueue("lat", t=time.time())
                 await asyncio.sleep(0.01)

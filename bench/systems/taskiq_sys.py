@@ -14,6 +14,7 @@ from _common import (
     URL,
     Phase,
     Sampling,
+    awarm_up,
     collect_latency,
     drain,
     emit,
@@ -90,7 +91,7 @@ async def main() -> None:
     elif op == "latency":
         with Sampling() as s:
             w = worker(cmd)
-            await asyncio.sleep(3)
+            await awarm_up(lambda: lat.kiq(time.time()))
             for _ in range(n):
                 await lat.kiq(time.time())
                 await asyncio.sleep(0.01)
