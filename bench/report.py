@@ -155,7 +155,8 @@ def main() -> None:
     w(f"\nClient CPU per id ({ids.get('n', 0):,} ids in {ids.get('repeats', 1)} passes; the best pass, "
       f"as `timeit` reports, and the median): `generate()` {ids.get('generate_us', 0):.3f} µs "
       f"(median {ids.get('generate_median_us', 0):.3f}), `generate_many(1000)` "
-      f"{ids.get('generate_many_us', 0):.3f} µs (median {ids.get('generate_many_median_us', 0):.3f}) per id.\n")
+      f"{ids.get('generate_many_us', 0):.3f} µs "
+      f"(median {ids.get('generate_many_median_us', 0):.3f}) per id.\n")
     table("drain", "3. Drain: N jobs queued, one worker process, jobs/s until empty")
     w("Server µs per job over its whole life (admission + claim + complete), which caps what any number "
       "of workers can drain from one server:\n")
