@@ -17,7 +17,8 @@ The rules it follows (issue 15 item 1), each where it is kept:
 * each peer's fastest documented path: taskiq's list and stream brokers (two systems),
   dramatiq's ``send`` and ``group`` (``bulk_alt``), rq's ``enqueue_many`` and its
   non-forking ``SimpleWorker``, the others as bench/peers.txt pins them.
-* latency from at least 400 samples in full mode.
+* latency from at least 400 samples in full mode, after the same warm-up for every system
+  (bench/systems/_common.py ``warm_up``: the worker has run a job before the first sample).
 * noise per row: other processes' CPU and steal from /proc/stat over the row's window
   (bench/systems/_noise.py); a noisy run is rerun (up to ``RERUNS`` times) and the
   quietest kept; every attempt stays in results.json.

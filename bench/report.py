@@ -166,6 +166,9 @@ def main() -> None:
         w(f"| {sname} | {d.get('fill_server_us', 0):.1f} | {d.get('server_us', 0):.1f} | "
           f"{d.get('life_server_us', 0):.1f} |")
     w("\n## 4. Admission-to-handler-start latency, idle worker (one job every 10 ms)\n")
+    w("Every system's worker is warmed up the same way before sampling (`warm_up` in "
+      "bench/systems/_common.py): one job every 50 ms until the worker has run one, then every "
+      "warm-up job run and its sample dropped; then 0.2 s idle and the samples.\n")
     w("| system | worker | samples | p50 ms | p99 ms | max ms | noise (others / steal) |")
     w("|---|---|---:|---:|---:|---:|---|")
     for sname in systems:
