@@ -222,6 +222,7 @@ class Consumer:
                 else:
                     await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
                 continue
+            self._kick.clear()  # what happens from here on wakes the next idle wait
             acks = self._acks.take()
             count = max(free, 0) if cands and hold <= 0 else 0
             tried = cands if count else None
@@ -258,9 +259,13 @@ class Consumer:
                 held_until = asyncio.get_running_loop().time() + wait_s
             elif tried is not None and not leases and cands == tried:
                 # Nothing claimable moved (e.g. every candidate waits on a busy serial lane):
-                # idle until a job finishes, a wake-up or the beat, as a poll would.
-                self._kick.clear()
-                await self._wait(self._kick, o.beat_ms / 1000)
+                # idle until a job finishes, a wake-up or the beat, as a poll would. The kick
+                # was cleared before the flush, so a finish or a wake-up that came while it
+                # was in flight is not lost (it used to wait for the beat).
+                if self._hints:  # a new job's id heard meanwhile (maybe past the peek window)
+                    cands, self._hints = [*self._hints[-o.concurrency:], *cands], []
+                else:
+                    await self._wait(self._kick, o.beat_ms / 1000)
                 fresh = False
             await asyncio.sleep(0)  # let the acked tasks finish (their slots free up)
 

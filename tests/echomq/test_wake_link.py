@@ -14,7 +14,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from echomq import AsyncQueue, generate
+from echomq import AsyncQueue, Verdict, generate
 from echomq.consumer import Consumer, ConsumerOptions
 from echomq.errors import ServerUnavailable
 from echomq.parking import FIRST_SCRIPTS
@@ -175,3 +175,28 @@ async def test_a_starting_consumer_loads_what_its_first_jobs_run(queue: AsyncQue
         assert consumer.stats.claimed == 0  # no job yet: nothing ran claim, finish or beat
         for exists in on_every_primary(raw, "SCRIPT", "EXISTS", *shas):
             assert list(exists) == [1] * len(shas)
+
+
+async def test_a_serial_lane_runs_its_jobs_back_to_back_not_a_beat_apart(
+        queue: AsyncQueue) -> None:
+    # One serial lane: each job waits for the one before it to finish. The drain loop
+    # idles on a flush that could claim nothing (the lane busy) until a handler finishes;
+    # a finish (or a wake-up) that came while that flush was in flight was dropped and
+    # waited for the next beat. With a 60 s beat, 60 jobs of ~1 ms run in seconds only
+    # if no finish is ever lost.
+    n, ran = 60, []
+
+    def handler(lease: Any) -> None:
+        time.sleep(0.001)
+        ran.append(lease.id)
+
+    ids = [jid() for _ in range(n)]
+    assert await queue.admit_many([(i, b"x", "s") for i in ids], serial=True) == [
+        Verdict.ENQUEUED] * n
+    opts = ConsumerOptions(beat_ms=60_000, lease_ms=180_000, concurrency=4, grace_s=2.0)
+    consumer = Consumer(queue, handler, options=opts)
+    began = time.monotonic()
+    async with running(consumer):
+        await until(lambda: consumer.stats.completed == n, 55)
+        assert time.monotonic() - began < 55  # not one beat was waited out
+    assert ran == ids  # the lane's order
