@@ -14,6 +14,8 @@ The rules it follows (issue 15 item 1), each where it is kept:
   and random id orders (bench/limit.py): ``enqueue_batch.lua`` calls exactly as
   ``enqueue_many`` sends them (its batch size; for the sequential row in lists of 1,000),
   and, still reported, ``enqueue.lua`` (seven keys, wake included) one call per job.
+* the two admission-to-limit ratios also from back-to-back pairs (``paired``: the limit,
+  then the row, seconds apart), whose median ratio the targets use: the VM's speed drifts.
 * each peer's fastest documented path: taskiq's list and stream brokers (two systems),
   dramatiq's ``send`` and ``group`` (``bulk_alt``), rq's ``enqueue_many`` and its
   non-forking ``SimpleWorker``, the others as bench/peers.txt pins them.
@@ -72,13 +74,13 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, str], str | None]] = {
 MODES: dict[str, dict[str, Any]] = {
     # --smoke: every driver once with tiny N, to check the drivers work (no figures to keep).
     "smoke": {"reps": 1, "echomq_reps": 1, "single": 50, "bulk": 500, "drain": 200, "latency": 5,
-              "memory": 500, "ids": 1000, "set_n": 10_000},
+              "memory": 500, "ids": 1000, "set_n": 10_000, "pairs": 1},
     "quick": {"reps": 1, "echomq_reps": 2, "single": 300, "bulk": 10_000, "drain": 3_000, "latency": 60,
-              "memory": 10_000, "ids": 100_000, "set_n": 200_000},
+              "memory": 10_000, "ids": 100_000, "set_n": 200_000, "pairs": 3},
     # Sized to fit the ~20-minute window: the slowest peers (celery's group, taskiq's gather,
     # arq's worker) take most of it.
     "full": {"reps": 1, "echomq_reps": 3, "single": 1_000, "bulk": 50_000, "drain": 5_000,
-             "latency": 400, "memory": 20_000, "ids": 1_000_000, "set_n": 1_000_000},
+             "latency": 400, "memory": 20_000, "ids": 1_000_000, "set_n": 1_000_000, "pairs": 5},
 }
 
 
@@ -166,6 +168,28 @@ def limit_run(r: redis.Redis, url: str, n: int, order: str, script: str,
     x["noise"] = w.end(server_cpu(r) - s0 + time.process_time() - c0)
     x["commandstats"] = commandstats(r)
     return x
+
+
+def paired(r: redis.Redis, url: str, n: int, k: int) -> dict[str, Any]:
+    """Each admission row and the limit it is divided by, measured back to back ``k`` times
+    (limit, then the row): the ratio of each pair, and their median. This VM's speed
+    drifts by ±20 % within minutes (the same limit measured 103k, 118k and 141k/s in one
+    full run), so a ratio of two medians taken minutes apart moves with the drift; a pair
+    taken within seconds shares it."""
+    out: dict[str, Any] = {}
+    for op, calls_of in (("bulk", 0), ("bulk_seq", 1000)):
+        pairs = []
+        for _ in range(k):
+            lim = limit_run(r, url, n, "time", "batch", calls_of)
+            row = run_driver(r, url, "echomq", op, n)
+            if "rate" not in row:
+                continue
+            pairs.append({"limit": round(lim["rate"], 2), "rate": round(row["rate"], 2),
+                          "ratio": round(row["rate"] / lim["rate"], 4),
+                          "noisy": bool(lim["noise"].get("noisy") or row.get("noise", {}).get("noisy"))})
+        ratios = sorted(x["ratio"] for x in pairs)
+        out[op] = {"n": n, "pairs": pairs, "ratio": ratios[len(ratios) // 2] if ratios else 0.0}
+    return out
 
 
 def machine() -> dict[str, Any]:
@@ -257,6 +281,7 @@ def run_all(mode: str, only: list[str]) -> dict[str, Any]:
                 f["bulk_seq"] = row("bulk_seq", cfg["bulk"])
                 f["producer"] = row("producer", cfg["bulk"])
                 f["ids"] = run_driver(r, srv.url, system, "ids", cfg["ids"])
+                f["paired"] = paired(r, srv.url, cfg["bulk"], cfg["pairs"])
             f["drain"] = row("drain", cfg["drain"])
             f["latency"] = row("latency", cfg["latency"], 1, "p50_ms")
             f["memory"] = row("memory", cfg["memory"], 1, "bytes_per_job")

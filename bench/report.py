@@ -151,6 +151,19 @@ def main() -> None:
         if x and "rate" in x:
             w(f"| {x.get('api', k)} | {x['rate']:,.0f}/s | {x['rate'] / lt:.2f}× | {x['server_us']:.1f} | "
               f"{x['client_us']:.1f} | {noise(x)} | {reruns(x)} |")
+    pair = e.get("paired", {})
+    if pair:
+        w("\nThe same two ratios from back-to-back pairs (`paired` in bench/bench.py): the limit "
+          "(`enqueue_batch.lua` as `enqueue_many` sends it), then the admission row, seconds "
+          "apart, so both share the machine's speed at that moment (this VM's drifts by about "
+          "±20 % within minutes). The targets table uses the median of the pairs' ratios.\n")
+        w("| row | pairs (limit → row = ratio) | median ratio |")
+        w("|---|---|---:|")
+        for k, name in (("bulk", "one enqueue_many call"), ("bulk_seq", "sequential calls of 1,000")):
+            x = pair.get(k, {})
+            each = "; ".join(f"{p['limit']:,.0f} → {p['rate']:,.0f} = {p['ratio']:.2f}×"
+                             + (" (noisy)" if p.get("noisy") else "") for p in x.get("pairs", []))
+            w(f"| {name} | {each} | {x.get('ratio', 0):.2f}× |")
     ids = e.get("ids", {})
     w(f"\nClient CPU per id ({ids.get('n', 0):,} ids in {ids.get('repeats', 1)} passes; the best pass, "
       f"as `timeit` reports, and the median): `generate()` {ids.get('generate_us', 0):.3f} µs "

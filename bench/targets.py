@@ -56,13 +56,25 @@ def evaluate(res: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"figure": figure, "today": today, "target": target, "measured": measured, "met": met})
 
     b1, bs, bp = g(e, "bulk", "rate"), g(e, "bulk_seq", "rate"), g(e, "producer", "rate")
+
+    def ratio(op: str, rate: float, lim: float) -> tuple[str, float]:
+        """The paired figure when the run has one (bench.py ``paired``: the limit and the row
+        back to back, the median of the pairs' ratios; it decides), else rate ÷ limit."""
+        pairs = g(e, "paired", op, "pairs", default=[])
+        if not pairs:
+            return f"{rate:,.0f} ÷ {lim:,.0f} = {rate / lim:.2f}×", rate / lim
+        median = float(g(e, "paired", op, "ratio"))
+        each = ", ".join(f"{x['ratio']:.2f}" for x in sorted(pairs, key=lambda x: x["ratio"]))
+        return (f"{median:.2f}×, the median of {len(pairs)} back-to-back pairs ({each}); "
+                f"medians of the separate rows: {rate:,.0f} ÷ {lim:,.0f} = {rate / lim:.2f}×"), median
+
+    text, got = ratio("bulk", b1, lim_t)
     row("bulk admission (one enqueue_many call, ids minted in the window, 64 B) ÷ server limit "
         f"of the script it uses ({lim_name[lim_key]}, same N, time-ordered ids)", "0.40–0.58×",
-        "≥ 0.9×", f"{b1:,.0f} ÷ {lim_t:,.0f} = {b1 / lim_t:.2f}×", b1 / lim_t >= 0.9)
+        "≥ 0.9×", text, got >= 0.9)
+    text, got = ratio("bulk_seq", bs, lim_s)
     row(f"sequential enqueue_many calls of 1,000 ÷ server limit ({lim_name[seq_key]})",
-        "0.40–0.58×", "≥ 0.9×",
-        f"{bs:,.0f} ÷ {lim_s:,.0f} = {bs / lim_s:.2f}× (Producer.put one by one: {bp / lim_s:.2f}×)",
-        bs / lim_s >= 0.9)
+        "0.40–0.58×", "≥ 0.9×", f"{text} (Producer.put one by one: {bp / lim_s:.2f}×)", got >= 0.9)
     bb = best("bulk") if peers else ""
     pb = peer_rate(bb, "bulk") if peers else 1e-9
     row("bulk admission ÷ fastest peer's bulk path", "2.5–3.4×", "≥ 6×",
