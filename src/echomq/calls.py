@@ -8,7 +8,7 @@ only build them (here) and decode replies (:mod:`echomq.decoders`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,16 @@ class Call:
     """The call already encoded as one RESP ``EVALSHA`` request of ``keys`` and ``args``,
     when its builder made it (:class:`Enqueuer`): the bulk wire sends these bytes as they
     are instead of encoding the call again. None: the wire encodes it."""
+    encode: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+    """Makes that request when the bulk wire is about to send it (:class:`BatchEnqueuer`):
+    a batch's later calls are encoded while the server runs its earlier flushes, not all
+    before the first one goes out. Used when ``wire`` is None."""
+
+    def request(self) -> bytes | None:
+        """The call's RESP request when its builder made it (or makes it now), else None."""
+        if self.wire is not None:
+            return self.wire
+        return None if self.encode is None else self.encode()
 
     def named(self) -> dict[str, Any]:
         """KEYS and ARGV by their header names (a variadic tail as a list)."""

@@ -12,6 +12,7 @@ the generic encoder's).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -134,7 +135,14 @@ class BatchEnqueuer:
         self._key_sep = f"\r\n${size}\r\n{k.job_prefix}"
 
     def build(self, ids: Sequence[str], payloads: Sequence[bytes]) -> Call:
-        """The call for ``ids`` (at least one, as :meth:`valid_ids` accepts) and their payloads."""
+        """The call for ``ids`` (at least one, as :meth:`valid_ids` accepts) and their
+        payloads. Its request is encoded when the wire sends it (``Call.encode``), so a
+        batch's later calls are encoded while the server runs its earlier flushes."""
+        payloads = tuple(payloads)
+        return Call(_ENQUEUE_BATCH, _BatchKeys(self._fixed, self._prefix, ids), payloads,
+                    encode=functools.partial(self._request, ids, payloads))
+
+    def _request(self, ids: Sequence[str], payloads: Sequence[bytes]) -> bytes:
         n = len(ids)
         keys = f"{self._key_head}{self._key_sep.join(ids)}\r\n"
         sizes = set(map(len, payloads))
@@ -143,6 +151,5 @@ class BatchEnqueuer:
             data = b"".join((head, (b"\r\n" + head).join(payloads), b"\r\n"))
         else:
             data = b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in payloads])
-        wire = b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n%b%b" % (9 + 2 * n, self._SHA, _bulk(str(6 + n))),
+        return b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n%b%b" % (9 + 2 * n, self._SHA, _bulk(str(6 + n))),
                          self._fixed_wire, keys.encode(), data))
-        return Call(_ENQUEUE_BATCH, _BatchKeys(self._fixed, self._prefix, ids), tuple(payloads), wire)

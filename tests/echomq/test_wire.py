@@ -238,10 +238,12 @@ def test_batch_enqueuer_bytes_are_the_generic_encoding_of_enqueue_batch(
     assert (call.script, list(call.keys), list(call.args)) == (plain.script, plain.keys, plain.args)
     assert call.keys[0] == k.pending and call.keys[6:] == [k.job(i) for i in job_ids]
     assert len(call.keys) == 6 + len(job_ids)
-    assert call.wire == pack_evalsha(plain.script.sha, plain.keys, plain.args)
+    assert call.wire is None and call.encode is not None  # encoded when the wire sends it
+    request = call.request()
+    assert request == pack_evalsha(plain.script.sha, plain.keys, plain.args)
     words = [x.encode() if isinstance(x, str) else x for x in (*plain.keys, *plain.args)]
-    assert parse_all(call.wire) == [[b"EVALSHA", plain.script.sha.encode(),
-                                     str(len(plain.keys)).encode(), *words]]
+    assert parse_all(request) == [[b"EVALSHA", plain.script.sha.encode(),
+                                   str(len(plain.keys)).encode(), *words]]
 
 
 @pytest.mark.parametrize("bad", ["JOB", "JOB" + "0" * 27, "ORD01M8T3B1XCE6F7Z9QQDSXE84BR",

@@ -86,7 +86,7 @@ def _unrun(reply: Any) -> bool:
 def check_calls(calls: Sequence[Call]) -> None:
     """Refuse a call whose shape does not fit its script's contract, before any I/O."""
     for call in calls:
-        if call.wire is None:  # a call with its request built (echomq.encoded) has its shape
+        if call.wire is None and call.encode is None:  # built by echomq.encoded: its shape holds
             call.script.check(len(call.keys), len(call.args))
 
 
@@ -160,8 +160,8 @@ class Connector:
                 for i in range(0, max(len(calls), 1), flush):
                     chunk = calls[i : i + flush]
                     tail = reads if i + flush >= len(calls) else ()
-                    buf = b"".join([*(_wire.pack_evalsha(c.script.sha, c.keys, c.args)
-                                      if c.wire is None else c.wire for c in chunk),
+                    buf = b"".join([*(c.request() or _wire.pack_evalsha(c.script.sha, c.keys, c.args)
+                                      for c in chunk),
                                     *(_pack(r) for r in tail)])
                     yield buf, len(chunk) + len(tail)
 
