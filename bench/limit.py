@@ -82,7 +82,7 @@ def batched(ids: list[str], payload: bytes, calls_of: int) -> tuple[str, str, li
         part = ids[a : a + step]
         size = batch_size(len(part))
         for b in range(0, len(part), size):
-            wire = enc.build(part[b : b + size], [payload] * len(part[b : b + size])).wire
+            wire = enc.build(part[b : b + size], [payload] * len(part[b : b + size])).request()
             assert wire is not None
             chunks.append((wire, 2))
     return enc.script.sha, enc.script.source, chunks
