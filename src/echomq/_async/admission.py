@@ -132,8 +132,9 @@ class AsyncAdmission:
         plain = isinstance(serial, bool) and not level and timeout_ms is None
         limit = self.options.max_payload
         segments: list[_Run | tuple[int, Call]] = []
-        if plain and _all_pairs(listed, limit):  # the common list, checked in a few passes
-            segments.append(_Run(range(len(listed)), [i for i, _ in listed], [d for _, d in listed]))
+        whole = _all_pairs(listed, limit) if plain else None  # the common list, a few passes
+        if whole is not None:
+            segments.append(whole)
         else:
             self._classify(listed, serial, priority, timeout_ms, plain, segments, out)
         calls, where = self._calls(segments)
@@ -270,16 +271,18 @@ class _Run:
         self.where, self.ids, self.payloads = where, ids, payloads
 
 
-def _all_pairs(items: list[Any], limit: int) -> bool:
-    """True if every item is an ``(id, payload)`` tuple, every id a str of the JOB kind
-    and a valid shape, every payload bytes within ``limit``: a few passes over the list
-    (C loops), no Python step per item."""
+def _all_pairs(items: list[Any], limit: int) -> _Run | None:
+    """The whole list as one run of plain jobs if every item is an ``(id, payload)``
+    tuple, every id a str of the JOB kind and a valid shape, every payload bytes within
+    ``limit``, else None: a few passes over the list (C loops), no Python step per item;
+    the run keeps the id and payload lists the checks built."""
     if not items or set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
-        return False
+        return None
     payloads = [d for _, d in items]
     if set(map(type, payloads)) != {bytes} or max(map(len, payloads)) > limit:
-        return False
-    return p.BatchEnqueuer.valid_ids([i for i, _ in items])
+        return None
+    ids = [i for i, _ in items]
+    return _Run(range(len(items)), ids, payloads) if p.BatchEnqueuer.valid_ids(ids) else None
 
 
 def _verdict(reply: Reply) -> Verdict | EchoMQError:
