@@ -255,8 +255,10 @@ async def test_a_consumer_drains_a_full_queue_and_admissions_resume_by_themselve
                 await asyncio.sleep(0.05)
 
     seen: list[str] = []
+    met = asyncio.Event()  # the consumer has met the full server
 
     async def handler(lease: Lease) -> None:
+        await met.wait()
         seen.append(lease.id)
 
     consumer = Consumer(q, handler, options=ConsumerOptions(
@@ -264,6 +266,11 @@ async def test_a_consumer_drains_a_full_queue_and_admissions_resume_by_themselve
     with caplog.at_level(logging.WARNING):
         task = asyncio.create_task(consumer.run())
         try:
+            # Its handlers hold their first jobs until the consumer has met the limit (its
+            # upkeep beat refused, the episode counted): else a fast first flush could free
+            # memory before the first beat, and no episode would be met at all.
+            await wait_for(lambda: _met(consumer), within=30)
+            met.set()
             assert await asyncio.wait_for(producer(), 120) is Verdict.ENQUEUED
             await wait_for(lambda: _done(q, len(ids) + 1), within=120)
             await wait_for(lambda: _logged(caplog, "below its memory limit again"), within=30)
@@ -282,6 +289,10 @@ async def test_a_consumer_drains_a_full_queue_and_admissions_resume_by_themselve
     assert any("at its memory limit" in m and "maxmemory 4.0 MiB" in m for m in lines), lines
     assert any("below its memory limit again" in m for m in lines), lines
     raw.close()
+
+
+async def _met(consumer: Consumer) -> bool:
+    return consumer.stats.memory_full >= 1
 
 
 async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
