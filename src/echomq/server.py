@@ -44,12 +44,22 @@ def server_url_from_env() -> str | None:
 
 _tracked: dict[int, Callable[[], None]] = {}
 _tracked_lock = threading.Lock()
+_closing = False  # set by emergency_stop: this process starts no server after it
 
 
 def track(owner: object, stop: Callable[[], None]) -> None:
-    """Remember how to stop a server ``owner`` started, for :func:`emergency_stop`."""
+    """Remember how to stop a server ``owner`` started, for :func:`emergency_stop`.
+
+    Raises :class:`ServerUnavailable` once :func:`emergency_stop` has run: a start still on
+    its way in another thread must not begin a server the cleanup can no longer see."""
     with _tracked_lock:
+        _refuse_if_closing()
         _tracked[id(owner)] = stop
+
+
+def _refuse_if_closing() -> None:
+    if _closing:
+        raise ServerUnavailable("this process is stopping: no server is started now")
 
 
 def forget(owner: object) -> None:
@@ -59,8 +69,11 @@ def forget(owner: object) -> None:
 
 def emergency_stop() -> None:
     """Stop every embedded server this process started and still runs, newest first, and
-    remove their temporary data (a command's watchdog calls it before a forced exit)."""
+    remove their temporary data (a command's watchdog calls it before a forced exit).
+    From then on this process starts no server (:func:`track` refuses)."""
+    global _closing
     with _tracked_lock:
+        _closing = True
         stops = list(_tracked.values())[::-1]
         _tracked.clear()
 
@@ -138,7 +151,8 @@ class EmbeddedValkey:
         self.port = port or free_port()
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="echomq-valkey-"))
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if data_dir:  # (a temporary one exists; making it again could bring back a parent
+            self.data_dir.mkdir(parents=True, exist_ok=True)  # an interrupt's cleanup removed)
         self.appendonly = appendonly
         self.cluster = cluster
         self.cluster_node_timeout_ms = cluster_node_timeout_ms
@@ -187,14 +201,18 @@ class EmbeddedValkey:
         # Its own session (process group): a Ctrl-C in the terminal reaches this process
         # only, which stops the server itself, in order, instead of the server dying first.
         # It still ends with this process: SIGTERM (a clean shutdown) when we die.
-        self.process = subprocess.Popen(
-            self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=end_with_parent(),
-        )
+        # Started and tracked under the lock emergency_stop takes: an interrupt's cleanup
+        # either sees this server (and stops it) or this start never begins it.
+        with _tracked_lock:
+            _refuse_if_closing()
+            self.process = subprocess.Popen(
+                self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=end_with_parent(),
+            )
+            _tracked[id(self)] = self._emergency
         if not self._atexit:
             atexit.register(self.stop)
             self._atexit = True
-        track(self, self._emergency)
         try:
             self._wait_up(timeout)
         except ServerUnavailable:
