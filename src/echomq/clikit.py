@@ -213,8 +213,13 @@ class Group(click.Group):
         try:
             return self._main(prog, args, prog_name, complete_var, standalone_mode, **extra)
         finally:
-            if not root.interrupted:
-                root.remove()
+            if root.interrupted:
+                # The interrupt's thread is stopping the servers and ends the process (exit
+                # 130); this thread must not end it first (a start the cleanup refused
+                # fails here at once), or the cleanup would be cut short.
+                threading.Event().wait(10 * EXIT_BOUND_S)
+                os._exit(130)
+            root.remove()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
