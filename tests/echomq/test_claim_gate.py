@@ -220,8 +220,9 @@ async def test_four_consumers_share_the_limits_and_park_instead_of_spinning(
     consumers = [Consumer(q, handle, options=opts) for q in queues]
     tasks = [asyncio.create_task(c.run()) for c in consumers]
     try:
+        began = asyncio.get_running_loop().time()
         await queues[0].admit_many([(jid(), b"", f"chat{i % 10}") for i in range(n)])
-        deadline = asyncio.get_running_loop().time() + 120
+        deadline = began + 120
         while (await queues[0].stats()).done < n:
             assert asyncio.get_running_loop().time() < deadline, "the jobs did not all run"
             await asyncio.sleep(0.05)
@@ -237,5 +238,10 @@ async def test_four_consumers_share_the_limits_and_park_instead_of_spinning(
         assert most_in_a_window([t for t, ln, _ in claims if ln == lane], per_ms) == 1
     span = max(t for t, _, _ in claims) - min(t for t, _, _ in claims)
     assert span >= (n - limit) // limit * per_ms  # the limit binds
-    # parked until the next token: a consumer polling at its 50 ms beat sends ~300 here
-    assert CountingQueue.flushes < 3 * n, CountingQueue.flushes
+    # Parked until the next token: a few flushes per job, and at most two wake-ups per
+    # consumer per token window however long the run took (a loaded machine stretches
+    # it). A consumer polling at its 50 ms beat sends 4 x 20 = 80 flushes a second
+    # (~300 in a quiet run), over twice this allowance at any length of run.
+    elapsed = asyncio.get_running_loop().time() - began
+    allowance = 3 * n + 2 * len(consumers) * elapsed * 1000 / per_ms
+    assert CountingQueue.flushes < allowance, (CountingQueue.flushes, elapsed)
