@@ -151,8 +151,10 @@ class EmbeddedValkey:
         self.port = port or free_port()
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="echomq-valkey-"))
-        if data_dir:  # (a temporary one exists; making it again could bring back a parent
-            self.data_dir.mkdir(parents=True, exist_ok=True)  # an interrupt's cleanup removed)
+        # Only a given folder is made, with its parents: mkdtemp made a temporary one, and
+        # making it again could bring back the run folder an interrupt's cleanup removed.
+        if data_dir:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.appendonly = appendonly
         self.cluster = cluster
         self.cluster_node_timeout_ms = cluster_node_timeout_ms
