@@ -217,7 +217,7 @@ class Group(click.Group):
                 # The interrupt's thread is stopping the servers and ends the process (exit
                 # 130); this thread must not end it first (a start the cleanup refused
                 # fails here at once), or the cleanup would be cut short.
-                threading.Event().wait(10 * EXIT_BOUND_S)
+                time.sleep(10 * EXIT_BOUND_S)
                 os._exit(130)
             root.remove()
             for sig, handler in previous.items():

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 from echomq.errors import ServerUnavailable
 
@@ -35,6 +36,7 @@ __all__ = ["ENV_URL", "EmbeddedValkey", "emergency_stop", "end_with_parent", "fo
            "serve_forever", "server_url_from_env", "track", "valkey_binary"]
 
 ENV_URL = "ECHOMQ_URL"
+_T = TypeVar("_T")
 
 
 def server_url_from_env() -> str | None:
@@ -52,14 +54,18 @@ def track(owner: object, stop: Callable[[], None]) -> None:
 
     Raises :class:`ServerUnavailable` once :func:`emergency_stop` has run: a start still on
     its way in another thread must not begin a server the cleanup can no longer see."""
+    _spawn_tracked(owner, stop, lambda: None)
+
+
+def _spawn_tracked(owner: object, stop: Callable[[], None], spawn: Callable[[], _T]) -> _T:
+    """``spawn()`` and :func:`track`, under the lock :func:`emergency_stop` takes: the
+    cleanup either sees what was spawned (and stops it) or nothing is spawned."""
     with _tracked_lock:
-        _refuse_if_closing()
+        if _closing:
+            raise ServerUnavailable("this process is stopping: no server is started now")
+        spawned = spawn()
         _tracked[id(owner)] = stop
-
-
-def _refuse_if_closing() -> None:
-    if _closing:
-        raise ServerUnavailable("this process is stopping: no server is started now")
+        return spawned
 
 
 def forget(owner: object) -> None:
@@ -203,15 +209,10 @@ class EmbeddedValkey:
         # Its own session (process group): a Ctrl-C in the terminal reaches this process
         # only, which stops the server itself, in order, instead of the server dying first.
         # It still ends with this process: SIGTERM (a clean shutdown) when we die.
-        # Started and tracked under the lock emergency_stop takes: an interrupt's cleanup
-        # either sees this server (and stops it) or this start never begins it.
-        with _tracked_lock:
-            _refuse_if_closing()
-            self.process = subprocess.Popen(
-                self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=end_with_parent(),
-            )
-            _tracked[id(self)] = self._emergency
+        self.process = _spawn_tracked(self, self._emergency, lambda: subprocess.Popen(
+            self._args(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=end_with_parent(),
+        ))
         if not self._atexit:
             atexit.register(self.stop)
             self._atexit = True
