@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Producer, Verdict, generate, generate_many
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 PAYLOAD = b"x" * 64
 

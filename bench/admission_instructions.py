@@ -31,7 +31,7 @@ import redis
 
 import limit
 from echomq import generate_many
-from echomq.server import valkey_binary
+from echomq.servers.server import valkey_binary
 
 
 def free_port() -> int:

@@ -43,7 +43,7 @@ from typing import Any
 
 import redis
 
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"

@@ -25,7 +25,7 @@ import valkey.asyncio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 from echomq import ids  # noqa: E402  (pure module: no project deps beyond stdlib)
-from echomq.scripts import load  # noqa: E402
+from echomq.protocol.scripts import load  # noqa: E402
 
 FLUSH = 1000
 Q = "emq:{cl}:"
@@ -115,8 +115,8 @@ def main() -> None:
             asyncio.run(go())
 
         def echomq_wire(items: list[Any]) -> None:
-            from echomq import _wire
-            from echomq._async.wire import AsyncWire
+            from echomq.client import _wire
+            from echomq.client._async.wire import AsyncWire
 
             async def go() -> None:
                 wire = AsyncWire.attach(redis.asyncio.Redis.from_url(url))

@@ -15,7 +15,7 @@ import asyncio
 import time
 
 from echomq import AsyncClusterConnector, AsyncQueue, QueueOptions, generate
-from echomq.local_cluster import LocalCluster
+from echomq.servers.local_cluster import LocalCluster
 
 
 async def rate(queue: AsyncQueue, seconds: float, batch: int) -> float:

@@ -27,7 +27,7 @@ import time
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Consumer, Lease, generate_many
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 
 def client_cpu() -> float:

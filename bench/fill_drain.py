@@ -16,10 +16,10 @@ import asyncio
 import time
 
 from echomq import AsyncConnector, AsyncQueue, Verdict, generate, memory_status_async
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.errors import ServerFull
-from echomq.model import Lease
-from echomq.server import EmbeddedValkey
+from echomq.core.errors import ServerFull
+from echomq.core.model import Lease
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.servers.server import EmbeddedValkey
 
 
 async def run(maxmemory: str, size: int) -> None:

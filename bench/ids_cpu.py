@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable
 
-from echomq import ids
+from echomq.core import ids
 
 
 def per_id(run: Callable[[int], object], n: int, repeats: int) -> float:

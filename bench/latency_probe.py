@@ -70,9 +70,9 @@ def line(name: str, xs: list[float]) -> str:
 # ------------------------------------------------------------------ the worker
 def install_trace(stamps: dict[str, dict[str, float]]) -> None:
     """Stamp each stage of the hand-off path by wrapping the library's own functions."""
-    from echomq import consumer as consumer_mod
-    from echomq import parking as parking_mod
-    from echomq._threads import HandlerThreads
+    from echomq.runtime import consumer as consumer_mod
+    from echomq.runtime import parking as parking_mod
+    from echomq.runtime._threads import HandlerThreads
 
     stamp_transport("_read_ready", "ready")
     orig_message = parking_mod.Parking.message
@@ -91,7 +91,7 @@ def install_trace(stamps: dict[str, dict[str, float]]) -> None:
     # The job's task (older consumers: Consumer._run_one; then TaskRuns._run_one); a
     # blocking handler without hooks or timeout has no task (HandlerThreads.run_direct).
     try:
-        from echomq.task_runs import TaskRuns
+        from echomq.runtime.task_runs import TaskRuns
         owner: Any = TaskRuns
     except ImportError:
         owner = consumer_mod.Consumer
@@ -114,10 +114,10 @@ def install_trace(stamps: dict[str, dict[str, float]]) -> None:
 
         setattr(HandlerThreads, name, handed)
 
-    # The receive: the wake link's data_received (echomq.wake_link), else redis-py's
+    # The receive: the wake link's data_received (echomq.runtime.wake_link), else redis-py's
     # get_message on the subscription (the code before the link).
     try:
-        from echomq.wake_link import WakeLink
+        from echomq.runtime.wake_link import WakeLink
     except ImportError:
         WakeLink = None  # type: ignore[assignment,misc]
     if WakeLink is not None:
@@ -129,7 +129,7 @@ def install_trace(stamps: dict[str, dict[str, float]]) -> None:
 
         WakeLink.data_received = data_received  # type: ignore[method-assign]
         return
-    from echomq._async.queue import AsyncQueue
+    from echomq.client._async.queue import AsyncQueue
 
     orig_sub = AsyncQueue.wake_subscription
 
@@ -151,7 +151,7 @@ def install_trace(stamps: dict[str, dict[str, float]]) -> None:
 
 async def worker(url: str, trace: bool) -> None:
     from echomq import AsyncConnector, AsyncQueue
-    from echomq.consumer import Consumer
+    from echomq.runtime.consumer import Consumer
 
     raw = redis.Redis.from_url(url)
     stamps: dict[str, dict[str, float]] = {}
@@ -312,7 +312,7 @@ def main() -> None:
     if a.worker:
         asyncio.run(worker(a.worker, a.trace))
         return
-    from echomq.server import EmbeddedValkey
+    from echomq.servers.server import EmbeddedValkey
 
     with EmbeddedValkey(appendonly=False) as srv:
         if a.pin:

@@ -5,9 +5,9 @@
 
 ``--script batch`` (the default): exactly the calls ``AsyncQueue.enqueue_many`` sends for N
 plain jobs: ``enqueue_batch.lua`` calls built by the same builder
-(``echomq.encoded.BatchEnqueuer``: pending, wake, meta, parked, active, rate and one job key
+(``echomq.protocol.encoded.BatchEnqueuer``: pending, wake, meta, parked, active, rate and one job key
 per job, one 64-byte payload per job) with the same number of jobs per call
-(``echomq.encoded.batch_size``), in the same order; ``--calls-of 1000`` splits the N jobs
+(``echomq.protocol.encoded.batch_size``), in the same order; ``--calls-of 1000`` splits the N jobs
 into lists of 1,000 first, as sequential ``enqueue_many`` calls of 1,000 do.
 ``--script enqueue``: one ``enqueue.lua`` call per job (``echomq.protocol.enqueue``, seven
 keys), what ``AsyncQueue.enqueue`` sends for one job: the per-job limit, still reported.
@@ -183,7 +183,7 @@ def main() -> None:
     if a.url:
         print(json.dumps(measure(a.url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)))
         return
-    from echomq.server import EmbeddedValkey
+    from echomq.servers.server import EmbeddedValkey
 
     with EmbeddedValkey(appendonly=False) as srv:
         print(json.dumps(measure(srv.url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)))

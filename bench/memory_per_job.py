@@ -15,7 +15,7 @@ import argparse
 import time
 
 from echomq import Connector, Queue, generate, memory_status
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 SIZES = (0, 100, 1024, 4096, 16384)
 

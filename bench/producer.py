@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from echomq import AsyncConnector, AsyncQueue, Producer, Verdict, generate, generate_many
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 
 async def one_call(q: AsyncQueue, n: int, payload: bytes) -> None:

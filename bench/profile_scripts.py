@@ -29,7 +29,7 @@ from typing import Any
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Lease, generate_many
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 Q = "prof"
 

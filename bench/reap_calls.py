@@ -18,7 +18,7 @@ import asyncio
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, generate
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 
 async def run(url: str, jobs: int) -> None:

@@ -39,7 +39,7 @@ from echomq import (
     generate_many,
     keyspace,
 )
-from echomq.local_cluster import LocalCluster
+from echomq.servers.local_cluster import LocalCluster
 
 
 def _cpu(node: Any) -> tuple[float, float, int]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Lease, generate_many
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 ROUND = 512
 

@@ -28,7 +28,7 @@ import time
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Lease, generate_many
-from echomq import calls as p
+from echomq.protocol import calls as p
 
 
 def edited(src: str, env: str) -> str:

@@ -45,9 +45,9 @@ for name in packages:
 
 import echomq
 from echomq import AsyncConnector, AsyncQueue, Completion, Verdict, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.scripts import bundle
-from echomq.server import EmbeddedValkey, valkey_binary
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.protocol.scripts import bundle
+from echomq.servers.server import EmbeddedValkey, valkey_binary
 
 assert venv in valkey_binary().resolve().parents, valkey_binary()
 scripts = bundle()  # every script parsed, its includes expanded

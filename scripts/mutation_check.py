@@ -43,7 +43,7 @@ MARKERS = ("-- fence:", "-- threshold:")
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    file: str  # under src/echomq/lua/
+    file: str  # under src/echomq/protocol/lua/
     old: str  # exact text, found on exactly one line of the file
     new: str  # what it becomes ('' removes it)
     why: str
@@ -171,9 +171,9 @@ def mutated_copy(m: Mutant | None, into: Path) -> Path:
     """A copy of the package under ``into`` with the mutant applied; returns the copy's root."""
     shutil.copytree(PACKAGE, into / "echomq", ignore=shutil.ignore_patterns("__pycache__"))
     if m is not None:
-        path = into / "echomq" / "lua" / m.file
+        path = into / "echomq" / "protocol" / "lua" / m.file
         lines = path.read_text().splitlines(keepends=True)
-        i = line_of(into / "echomq" / "lua", m) - 1
+        i = line_of(into / "echomq" / "protocol" / "lua", m) - 1
         lines[i] = lines[i].replace(m.old, m.new, 1)
         path.write_text("".join(lines))
     return into
@@ -184,7 +184,7 @@ def child(copy: Path, url: str, runs: int, examples: int, steps: int, mutant: st
     from hypothesis import Phase
 
     import echomq
-    from echomq.scripts import bundle
+    from echomq.protocol.scripts import bundle
 
     assert Path(echomq.__file__).resolve().is_relative_to(copy.resolve()), echomq.__file__
     bundle()  # every script still parses
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     check_targets(lua)
     chosen = [m for m in MUTANTS if not args.only or args.only in m.name]
     sys.path.insert(0, str(ROOT / "src"))
-    from echomq.server import EmbeddedValkey
+    from echomq.servers.server import EmbeddedValkey
 
     t0 = time.monotonic()
     with EmbeddedValkey(appendonly=False) as server:
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         k = int(r["killed"])  # type: ignore[call-overload]
         if k < args.need:
             survivors.append(m.name)
-        rows.append(f"| {m.name} | `src/echomq/lua/{m.file}:{line_of(lua, m)}` | {m.why} | "
+        rows.append(f"| {m.name} | `src/echomq/protocol/lua/{m.file}:{line_of(lua, m)}` | {m.why} | "
                     f"{k}/{r['runs']}{'' if k >= args.need else ' **SURVIVES**'} |")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()

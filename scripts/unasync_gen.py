@@ -5,7 +5,7 @@
 
 Two trees are written once for asyncio and generated for the blocking API:
 
-    src/echomq/_async/*.py    ->  src/echomq/_sync/*.py     the library
+    src/echomq/client/_async/*.py  ->  src/echomq/client/_sync/*.py  the library
     tests/echomq/_async/*.py  ->  tests/echomq/_sync/*.py   its API tests, so both
                                                             APIs run the same assertions
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TREES = [
-    (ROOT / "src" / "echomq" / "_async", ROOT / "src" / "echomq" / "_sync"),
+    (ROOT / "src" / "echomq" / "client" / "_async", ROOT / "src" / "echomq" / "client" / "_sync"),
     (ROOT / "tests" / "echomq" / "_async", ROOT / "tests" / "echomq" / "_sync"),
 ]
 
@@ -46,12 +46,14 @@ REPLACEMENTS = [
     (r"\bAsyncStream\b", "Stream"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bconnect_async\b", "connect"),
-    (r"\becho" r"mq\._async\b", "echomq._sync"),
+    (r"\becho" r"mq\.client\._async\b", "echomq.client._sync"),
+    (r"\btests\.echo" r"mq\._async\b", "tests.echomq._sync"),
     (r"\baclose\b", "close"),
     (r"\b(fan_out(?:_each)?)_async\b", r"\1"),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
-    (r"The asyncio implementation\.[^\"]*", "The blocking implementation, generated from echomq/_async."),
+    (r"The asyncio implementation\.[^\"]*",
+     "The blocking implementation, generated from echomq/client/_async."),
     (r"The asyncio API tests\.[^\"]*", "The blocking API tests, generated from tests/echomq/_async."),
 ]
 BANNER = "# Generated from {source} by scripts/unasync_gen.py. Do not edit.\n"

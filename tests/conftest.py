@@ -19,8 +19,8 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, ClusterConnector, Connector
-from echomq.local_cluster import LocalCluster
-from echomq.server import EmbeddedValkey, server_url_from_env
+from echomq.servers.local_cluster import LocalCluster
+from echomq.servers.server import EmbeddedValkey, server_url_from_env
 
 _names = itertools.count()
 _ECHOMQ = Path(__file__).parent / "echomq"

@@ -135,7 +135,7 @@ def in_thread(fn: Callable[[], Awaitable[T]]) -> T:
 def register_worker(url: str, queue: str, name: str, about: dict[str, Any]) -> None:
     """Register a worker on ``queue`` for ten minutes through echomq's registry."""
     from echomq import AsyncConnector
-    from echomq.registry import Registration
+    from echomq.client.registry import Registration
 
     async def beat() -> None:
         conn = AsyncConnector.from_url(url)

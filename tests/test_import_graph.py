@@ -1,10 +1,23 @@
-"""No import circle in ``src/``: the modules of each package form layers.
+"""No import circle in ``src/``, and EchoMQ's folders are layers that import only downward.
 
 Every import between the project's modules is an arrow (module-level and inside
 functions alike: a lazy import that closes a loop is still a loop, only hidden). A
 package's ``__init__`` is its facade: it hands names on and is no room of its own, so
 an arrow to it goes to the module it names when that is a module, and is not drawn
 otherwise. The test fails naming each circle it finds.
+
+EchoMQ's folders are its layers (docs/contributing.md draws them). A module may import
+its own folder and the folders below it, never one beside or above it:
+
+    core       pure values: errors, bounds, options, ids, outcomes
+    protocol   the Lua scripts, their loader, keys, builders, decoders (pure)
+    client     connectors, the wire, queues        servers   embedded Valkey, local cluster
+    runtime    the consumer: leases, handlers, upkeep, supervision
+    tasks      typed tasks on the client and runtime
+    ops        the command line, the worker, the dashboard, metrics
+
+A ``from echomq import Name`` inside the package counts as an arrow to the module the
+facade takes ``Name`` from, so the facade cannot hide an upward import.
 """
 
 from __future__ import annotations
@@ -76,10 +89,81 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# Each folder's rank: an arrow must go to a lower rank (client and servers share rank 2 and
+# may not import each other). Top-level modules: the facade's loader (``_lazy``) is below
+# everything, the console entry (``_entry``) above everything.
+LAYERS = {"_lazy": -1, "core": 0, "protocol": 1, "client": 2, "servers": 2, "runtime": 3, "tasks": 4,
+          "ops": 5, "_entry": 6}
+
+
+def _layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _facade_table() -> dict[str, str]:
+    from echomq._lazy import names_of
+
+    table = names_of((SRC / "echomq" / "__init__.py").read_text(encoding="utf-8"))
+    return {name: module if module + "." + attr not in _modules() else module + "." + attr
+            for name, (module, attr) in table.items()}
+
+
+def _echomq_arrows() -> list[tuple[str, str]]:
+    """(importer, imported) of every import between echomq's modules, facade names resolved."""
+    facade = _facade_table()
+    modules = _modules()
+    out = []
+    for name, path in modules.items():
+        if not name.startswith("echomq."):  # the facade itself is no room
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out += [(name, a.name) for a in node.names if a.name.startswith("echomq.")]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "echomq":
+                    out += [(name, facade.get(a.name, f"echomq.{a.name}")) for a in node.names]
+                elif node.module.startswith("echomq."):
+                    out.append((name, node.module))
+    return out
+
+
+def _upward(arrows: list[tuple[str, str]]) -> list[str]:
+    wrong = []
+    for src, dst in arrows:
+        a, b = _layer_of(src), _layer_of(dst)
+        if a == b:
+            continue
+        if a not in LAYERS or b not in LAYERS:
+            wrong.append(f"{src} -> {dst}: a module outside the layers")
+        elif LAYERS[b] >= LAYERS[a]:
+            wrong.append(f"{src} -> {dst}: {a} may not import {b}")
+    return sorted(set(wrong))
+
+
+def test_echomq_folders_import_only_downward() -> None:
+    arrows = _echomq_arrows()
+    assert len(arrows) > 200  # the graph was read
+    assert _upward(arrows) == []
+
+
+def test_an_upward_or_sideways_arrow_is_found() -> None:
+    assert _upward([("echomq.core.model", "echomq.runtime.consumer")]) == [
+        "echomq.core.model -> echomq.runtime.consumer: core may not import runtime"]
+    assert _upward([("echomq.client.info", "echomq.servers.server")]) == [
+        "echomq.client.info -> echomq.servers.server: client may not import servers"]
+    assert _upward([("echomq.ops.cli", "echomq.servers.server")]) == []
+
+
+def test_every_echomq_module_lives_in_a_layer() -> None:
+    loose = [m for m in _modules() if m.startswith("echomq.") and _layer_of(m) not in LAYERS]
+    assert loose == []
+
+
 def test_the_graph_is_read() -> None:
     graph = _arrows(_modules())
-    assert "echomq.dashboard.state" in graph["echomq.dashboard.views"]
-    assert "echomq.dashboard.views" in graph["echomq.dashboard.app"]
+    assert "echomq.ops.dashboard.state" in graph["echomq.ops.dashboard.views"]
+    assert "echomq.ops.dashboard.views" in graph["echomq.ops.dashboard.app"]
 
 
 def test_no_import_circle_in_src() -> None:

@@ -31,7 +31,7 @@ from _common import (
 )
 
 from echomq import AsyncConnector, AsyncQueue, Producer, Verdict, generate, generate_many
-from echomq.consumer import Consumer
+from echomq.runtime.consumer import Consumer
 
 Q = "bench"
 API = {"single": "AsyncQueue.enqueue", "bulk": "AsyncQueue.enqueue_many (one call, generate_many ids)",

@@ -15,7 +15,7 @@ for children started before it, so nothing is produced before its consumer runs)
 
 A child that dies is restarted alone (a consumer restarts as a new ``Consumer``;
 the jobs it held come back when their leases expire). Stop with :meth:`App.stop`
-or run it with :func:`echomq.supervisor.run_until_signal`.
+or run it with :func:`echomq.runtime.supervisor.run_until_signal`.
 """
 
 from __future__ import annotations

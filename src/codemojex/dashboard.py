@@ -1,7 +1,7 @@
 """The game's page in the EchoMQ dashboard (``codemojex dashboard``): rounds, pots,
 guesses scored, payouts and the wallet audit, read from PostgreSQL.
 
-It plugs into :func:`echomq.dashboard.create_app` as a :class:`~echomq.dashboard.Page`
+It plugs into :func:`echomq.ops.dashboard.create_app` as a :class:`~echomq.ops.dashboard.Page`
 (echomq never imports the game; the game hands its page to the dashboard). Reads
 only; the audit is :func:`codemojex.wallet.audit`, the same check ``codemojex play``
 prints.

@@ -10,7 +10,7 @@ it (and their process ids in its state), so a later command can resume the game:
 first it stops any server an earlier command left running (kill -9), then it
 starts the servers again on the same data. Without one (the bot, tests) the data
 lives in temporary folders. ``cluster=True`` starts a local 3+3 Valkey Cluster
-(:class:`echomq.local_cluster.LocalCluster`) instead of one Valkey; with a data
+(:class:`echomq.servers.local_cluster.LocalCluster`) instead of one Valkey; with a data
 directory its nodes keep their data in ``cluster/`` there, and a later command
 reopens the same cluster (same ports, node ids, slots and keys), so a game on it
 resumes like one on a single Valkey.

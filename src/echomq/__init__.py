@@ -16,25 +16,25 @@ from typing import TYPE_CHECKING
 # The facade's names, imported on first use (echomq/_lazy.py): the block below is read
 # at run time as the table of what comes from where, and only type checkers execute it.
 if TYPE_CHECKING:
-    from echomq._async.cluster import AsyncClusterConnector
-    from echomq._async.connect import connect_async
-    from echomq._async.connector import AsyncConnector
-    from echomq._async.memory import memory_status as memory_status_async
-    from echomq._async.queue import AsyncQueue
-    from echomq._async.reshard import reshard as reshard_async
-    from echomq._async.scheduler import AsyncScheduler
-    from echomq._async.sharded import AsyncShardedQueue
-    from echomq._sync.cluster import ClusterConnector
-    from echomq._sync.connect import connect
-    from echomq._sync.connector import Connector
-    from echomq._sync.memory import memory_status
-    from echomq._sync.queue import Queue
-    from echomq._sync.reshard import reshard
-    from echomq._sync.scheduler import Scheduler
-    from echomq._sync.sharded import ShardedQueue
-    from echomq.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
-    from echomq.consumer_child import ConsumerChild
-    from echomq.errors import (
+    from echomq.client._async.cluster import AsyncClusterConnector
+    from echomq.client._async.connect import connect_async
+    from echomq.client._async.connector import AsyncConnector
+    from echomq.client._async.memory import memory_status as memory_status_async
+    from echomq.client._async.queue import AsyncQueue
+    from echomq.client._async.reshard import reshard as reshard_async
+    from echomq.client._async.scheduler import AsyncScheduler
+    from echomq.client._async.sharded import AsyncShardedQueue
+    from echomq.client._sync.cluster import ClusterConnector
+    from echomq.client._sync.connect import connect
+    from echomq.client._sync.connector import Connector
+    from echomq.client._sync.memory import memory_status
+    from echomq.client._sync.queue import Queue
+    from echomq.client._sync.reshard import reshard
+    from echomq.client._sync.scheduler import Scheduler
+    from echomq.client._sync.sharded import ShardedQueue
+    from echomq.client.producer import Producer, ProducerClosed
+    from echomq.core import ids as ids  # modules users import through the package, not in __all__
+    from echomq.core.errors import (
         BackPressure,
         ConfigurationError,
         EchoMQError,
@@ -59,13 +59,10 @@ if TYPE_CHECKING:
         ServerUnavailable,
         ShardCountMismatch,
     )
-    from echomq.gate import Claimed, Gate, RateLimit
-    from echomq.hooks import Hooks
-    from echomq.ids import derive_id, generate, generate_many, valid
-    from echomq.keyspace import job_key, queue_key, slot
-    from echomq.local_cluster import LocalCluster
-    from echomq.memory import MemoryStatus
-    from echomq.model import (
+    from echomq.core.hooks import Hooks
+    from echomq.core.ids import derive_id, generate, generate_many, valid
+    from echomq.core.memory import MemoryStatus
+    from echomq.core.model import (
         PROTOCOL,
         CancelOutcome,
         CancelToken,
@@ -78,17 +75,24 @@ if TYPE_CHECKING:
         Stats,
         Verdict,
     )
-    from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
-    from echomq.producer import Producer, ProducerClosed
+    from echomq.core.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
+    from echomq.ops import clikit as clikit
+    from echomq.ops import dashboard as dashboard
     from echomq.protocol import Bulk
-    from echomq.schedules import Missed, Schedule, tick_of
-    from echomq.scripts import Script
-    from echomq.scripts import parse as parse_script
-    from echomq.server import EmbeddedValkey, end_with_parent, server_url_from_env
-    from echomq.server import forget as forget_server
-    from echomq.server import track as track_server
-    from echomq.sharded_consumer import ShardedConsumer
-    from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, run_until_signal
+    from echomq.protocol import keyspace as keyspace
+    from echomq.protocol.gate import Claimed, Gate, RateLimit
+    from echomq.protocol.keyspace import job_key, queue_key, slot
+    from echomq.protocol.schedules import Missed, Schedule, tick_of
+    from echomq.protocol.scripts import Script
+    from echomq.protocol.scripts import parse as parse_script
+    from echomq.runtime.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+    from echomq.runtime.consumer_child import ConsumerChild
+    from echomq.runtime.sharded_consumer import ShardedConsumer
+    from echomq.runtime.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, run_until_signal
+    from echomq.servers.local_cluster import LocalCluster
+    from echomq.servers.server import EmbeddedValkey, end_with_parent, server_url_from_env
+    from echomq.servers.server import forget as forget_server
+    from echomq.servers.server import track as track_server
 else:
     from echomq._lazy import attach
 

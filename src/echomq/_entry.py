@@ -8,7 +8,7 @@ import sys
 
 def main() -> None:
     try:
-        from echomq.cli import main as cli
+        from echomq.ops.cli import main as cli
     except KeyboardInterrupt:
         sys.stderr.write("echomq: interrupted\n")
         raise SystemExit(130) from None

@@ -4,7 +4,7 @@ The facade's ``if TYPE_CHECKING:`` block is its one list of names: type checkers
 readers see ordinary ``from module import name`` lines; at run time :func:`attach`
 reads that same block from the package's source and imports a name's module only when
 the name is first asked for (``echomq.Queue``, ``from echomq import Queue``). So
-``import echomq.cli``, or any one module of the package, no longer imports the whole
+``import echomq.ops.cli``, or any one module of the package, no longer imports the whole
 library first: a command-line verb that fails on its arguments never loads redis-py.
 The idea is Scientific Python's SPEC 1 (``lazy_loader.attach_stub``), with the block
 read from the module itself instead of a ``.pyi`` stub (decision 0024).
@@ -45,7 +45,11 @@ def attach(package: str, source_file: str) -> tuple[Callable[[str], Any], Callab
             module, attribute = table[name]
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(module), attribute)
+        owner = importlib.import_module(module)
+        try:
+            value = getattr(owner, attribute)
+        except AttributeError:  # a module of a subpackage (``from echomq.core import ids``)
+            value = importlib.import_module(f"{module}.{attribute}")
         namespace[name] = value  # once: the next lookup does not come here
         return value
 

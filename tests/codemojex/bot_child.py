@@ -19,9 +19,9 @@ import sys
 from codemojex.bot import BotState, BudgetOptions, TelegramDelivery, make_bot
 from codemojex.workers import NotifyWorker
 from echomq import AsyncConnector, AsyncQueue
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.model import Lease
-from echomq.outcomes import Outcome
+from echomq.core.model import Lease
+from echomq.core.outcomes import Outcome
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 
 CHILD_OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=1000, concurrency=1)
 

@@ -25,9 +25,9 @@ from codemojex.pg import open_pool
 from codemojex.service import Services, submit
 from codemojex.workers import ScoreWorker, SettleWorker
 from echomq import AsyncConnector
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.model import Lease
-from echomq.outcomes import Outcome
+from echomq.core.model import Lease
+from echomq.core.outcomes import Outcome
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 
 CHILD_OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=1000, concurrency=1)
 

@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from codemojex.domain import CLASSIC
 from codemojex.service import Services
 from codemojex.wallet import Granted, create_round, ensure_player, grant_start
-from echomq import ids
+from echomq.core import ids
 from tests.codemojex.support import new_id
 
 SECRET = ("😀", "😎", "🤖", "👻", "🐱", "🐶")

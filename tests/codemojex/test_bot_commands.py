@@ -7,7 +7,7 @@ from codemojex.bot.inbound import encode_inbound, update_job_id
 from codemojex.service import Admitted, Services, derive_id, submit
 from codemojex.service.codec import decode_note
 from codemojex.wallet import balance
-from echomq import ids
+from echomq.core import ids
 from tests.codemojex.botkit import user_id
 from tests.codemojex.game import PRICE, make_player, make_round
 

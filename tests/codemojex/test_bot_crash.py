@@ -17,7 +17,7 @@ from codemojex.service import Services
 from codemojex.service.codec import Note, encode
 from codemojex.workers import NotifyWorker
 from echomq import generate
-from echomq.consumer import Consumer, ConsumerOptions
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.codemojex.botkit import namespace, user_id
 from tests.codemojex.game import eventually
 

@@ -12,8 +12,8 @@ from codemojex.service import Services
 from codemojex.service.codec import Note, encode
 from codemojex.workers import Delivered, Failed, NotifyWorker, RateLimited
 from echomq import generate
-from echomq.model import Lease
-from echomq.outcomes import Ack, Backoff, Defer
+from echomq.core.model import Lease
+from echomq.core.outcomes import Ack, Backoff, Defer
 from tests.codemojex.botkit import namespace, user_id
 
 

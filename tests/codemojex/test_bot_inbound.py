@@ -14,7 +14,7 @@ from codemojex.bot.inbound import (
 )
 from codemojex.bot.replies import chat_for, player_id
 from codemojex.service.codec import BadPayload
-from echomq import ids
+from echomq.core import ids
 
 
 def _msg(text: object, chat_type: str = "private", **extra: object) -> dict[str, object]:

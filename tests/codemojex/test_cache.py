@@ -26,7 +26,8 @@ from codemojex.domain import CLASSIC
 from codemojex.service import Services, open_round
 from codemojex.service.codec import OpenRound
 from codemojex.wallet import Round, get_round
-from echomq import AsyncClusterConnector, AsyncConnector, ids
+from echomq import AsyncClusterConnector, AsyncConnector
+from echomq.core import ids
 from tests.codemojex.game import eventually
 
 BOTH = pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from codemojex.wallet import (
     record_score,
     settle_round,
 )
-from echomq.dashboard import DashboardOptions, create_app
+from echomq.ops.dashboard import DashboardOptions, create_app
 from tests.codemojex.support import new_id
 from tests.dashboard_support import browser, served
 

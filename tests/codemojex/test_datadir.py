@@ -12,7 +12,7 @@ import pytest
 
 from codemojex.datadir import DataDir, cmdline
 from codemojex.errors import ConfigurationError
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 
 @pytest.fixture

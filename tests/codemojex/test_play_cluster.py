@@ -22,7 +22,7 @@ from codemojex.servers import cluster_url
 from codemojex.service import Services
 from codemojex.wallet import migrate
 from echomq import AsyncClusterConnector
-from echomq.local_cluster import LocalCluster
+from echomq.servers.local_cluster import LocalCluster
 from tests.codemojex.game import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(600)]

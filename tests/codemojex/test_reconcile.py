@@ -14,9 +14,9 @@ from codemojex.service.codec import CloseRound, derive_id, encode, note_id
 from codemojex.service.reconcile import reconcile_once
 from codemojex.wallet import Charged, audit, charge_guess, get_round, mark_admitted
 from codemojex.workers import ScoreWorker, SettleWorker
-from echomq import ids
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.outcomes import Ack, Defer
+from echomq.core import ids
+from echomq.core.outcomes import Ack, Defer
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.codemojex.game import PRICE, eventually, make_player, make_round, score_of
 
 GUESS = ("😀", "🤖", "😎", "👻", "🍕", "🐶")

@@ -31,9 +31,10 @@ from codemojex.service import Admitted, Services, open_round, round_id, submit
 from codemojex.service.codec import OpenRound
 from codemojex.service.reconcile import Reconciler
 from codemojex.wallet import RetryPolicy, get_round, migrate, retry_policy
-from echomq import AsyncConnector, ids
-from echomq.consumer import ConsumerOptions
-from echomq.outcomes import BackoffPolicy
+from echomq import AsyncConnector
+from echomq.core import ids
+from echomq.core.outcomes import BackoffPolicy
+from echomq.runtime.consumer import ConsumerOptions
 from tests.codemojex.game import PRICE, eventually, make_player
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

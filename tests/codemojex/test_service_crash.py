@@ -13,8 +13,8 @@ from codemojex.service import Admitted, Services, closed_key, submit
 from codemojex.service.codec import CloseRound, derive_id, encode
 from codemojex.wallet import audit, get_round, record_score
 from codemojex.workers import ScoreWorker, SettleWorker
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.outcomes import Outcome
+from echomq.core.outcomes import Outcome
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.codemojex.game import PRICE, SECRET, eventually, make_player, make_round, score_of
 from tests.codemojex.test_service_relay import run_child
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from codemojex.service import Admitted, Services, relay_once, submit
 from codemojex.wallet import unadmitted
 from codemojex.workers import ScoreWorker
-from echomq.consumer import Consumer, ConsumerOptions
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.codemojex.game import PRICE, eventually, make_player, make_round, score_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from codemojex.service import (
 from codemojex.service.codec import decode_note
 from codemojex.wallet import NotReady, audit, get_round, locked_positions, record_score
 from codemojex.workers import ScoreWorker
-from echomq.model import Lease
+from echomq.core.model import Lease
 from tests.codemojex.game import PRICE, SECRET, eventually, make_player, make_round, score_of
 
 GUESS = ("😀", "🤖", "😎", "👻", "🍕", "🐶")  # positions 0, 3, 5 exact

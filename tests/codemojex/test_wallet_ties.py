@@ -22,7 +22,7 @@ from codemojex.wallet import (
     scored_guesses,
     settle_round,
 )
-from echomq import ids
+from echomq.core import ids
 from tests.codemojex.support import new_id
 
 GUESS = ("😀", "😎", "🤖", "👻", "🐱", "🐶")

@@ -47,13 +47,13 @@ from echomq import (
     Verdict,
     generate,
 )
-from echomq.failures import parse_failure
-from echomq.gate import Claimed, Gate, RateLimit
-from echomq.handling import call_handler, timeout_for
-from echomq.hooks import Hooks
-from echomq.outcomes import Backoff
-from echomq.schedules import Schedule, decode_schedule
-from echomq.scripts import bundle
+from echomq.core.failures import parse_failure
+from echomq.core.hooks import Hooks
+from echomq.core.outcomes import Backoff
+from echomq.protocol.gate import Claimed, Gate, RateLimit
+from echomq.protocol.schedules import Schedule, decode_schedule
+from echomq.protocol.scripts import bundle
+from echomq.runtime.handling import call_handler, timeout_for
 from tests.echomq.model_ref import NOW, SET_OF, Ref
 
 MAX_ATTEMPTS = 2

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from echomq import CancelOutcome, Completion, ProgressOutcome, RetryOutcome
-from echomq.gate import PRIORITY_AGE
+from echomq.protocol.gate import PRIORITY_AGE
 
 NOW = -1  # a log entry written by the claim being modelled: its time is the claim's own now
 

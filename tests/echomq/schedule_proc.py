@@ -14,7 +14,7 @@ import sys
 from types import FrameType
 
 from echomq import Missed, Schedule, Scheduler, connect
-from echomq._sync.scheduler import Fired
+from echomq.client._sync.scheduler import Fired
 
 
 def main() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import redis
 
-from echomq import AsyncQueue, InvalidArgument, InvalidJobId, Verdict, generate, lanes
+from echomq import AsyncQueue, InvalidArgument, InvalidJobId, Verdict, generate
+from echomq.client import lanes
 from tests.echomq.invariants import assert_consistent
 
 

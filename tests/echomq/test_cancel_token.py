@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from echomq.model import CancelToken
+from echomq.core.model import CancelToken
 
 
 def test_a_token_set_before_any_wait_answers_at_once() -> None:
@@ -37,7 +37,7 @@ def test_a_claims_fast_lease_equals_the_keyword_construction() -> None:
 
     import pytest
 
-    from echomq.model import Lease, new_lease
+    from echomq.core.model import Lease, new_lease
 
     for lane, timeout in ((None, None), ("lane-a", 1500)):
         fast = new_lease("q", "JOB01", 3, b"p", lane, 1234, timeout)

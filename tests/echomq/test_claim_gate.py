@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, InvalidArgument, Verdict, generate
-from echomq.gate import PRIORITY_AGE, Gate, RateLimit
-from echomq.scripts import bundle
+from echomq.protocol.gate import PRIORITY_AGE, Gate, RateLimit
+from echomq.protocol.scripts import bundle
 from tests.echomq.invariants import assert_consistent
 
 LONG = 600_000

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from echomq import Connector, Queue, generate
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 
 ROOT = Path(__file__).resolve().parents[2]
 FEW_S = 10.0  # "a few seconds", on a shared machine: the retry budget of a command is 2 s
@@ -23,7 +23,7 @@ def _invoke(*args: str) -> tuple[int, str, str, float]:
     """``echomq`` in this process (fast): the same group, handlers and exit codes."""
     from click.testing import CliRunner
 
-    from echomq.cli import main
+    from echomq.ops.cli import main
 
     t0 = time.monotonic()
     result = CliRunner(env={"ECHOMQ_URL": None}).invoke(main, list(args), prog_name="echomq")

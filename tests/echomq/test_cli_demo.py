@@ -11,15 +11,15 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from echomq.cli import main
+from echomq.ops.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_demo_is_listed_without_being_loaded() -> None:
-    code = ("import sys, click\nfrom echomq.cli import main\n"
+    code = ("import sys, click\nfrom echomq.ops.cli import main\n"
             "assert 'demo' in main.list_commands(click.Context(main))\n"
-            "assert 'echomq.cli_demo' not in sys.modules and 'rich' not in sys.modules")
+            "assert 'echomq.ops.cli_demo' not in sys.modules and 'rich' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": str(ROOT / "src")},
                    timeout=120)
     result = CliRunner().invoke(main, ["--help"], prog_name="echomq")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from echomq import Connector, Queue, QueueOptions, generate
-from echomq.cli import main
+from echomq.ops.cli import main
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:

@@ -29,9 +29,9 @@ from echomq import (
     slot,
 )
 from echomq import protocol as p
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.local_cluster import LocalCluster
-from echomq.scripts import parse
+from echomq.protocol.scripts import parse
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.servers.local_cluster import LocalCluster
 from tests.conftest import cluster_url
 from tests.echomq.invariants import assert_consistent
 

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Lease, QueueOptions, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.outcomes import Ack, Backoff, BackoffPolicy, Defer
-from echomq.supervisor import ChildSpec, Supervisor, SupervisorGaveUp
+from echomq.core.outcomes import Ack, Backoff, BackoffPolicy, Defer
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.runtime.supervisor import ChildSpec, Supervisor, SupervisorGaveUp
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 

@@ -31,7 +31,7 @@ from echomq import (
     Verdict,
     generate,
 )
-from echomq.consumer import Consumer, ConsumerOptions
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 from tests.echomq.test_consumer import running

@@ -15,7 +15,7 @@ from echomq import (
     Supervisor,
     generate,
 )
-from echomq.consumer_child import add_stats
+from echomq.runtime.consumer_child import add_stats
 from tests.echomq._async.support import wait_for
 
 FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=4, grace_s=2.0,

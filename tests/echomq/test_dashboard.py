@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from echomq.dashboard import DashboardOptions, create_app
-from echomq.server import EmbeddedValkey
+from echomq.ops.dashboard import DashboardOptions, create_app
+from echomq.servers.server import EmbeddedValkey
 from tests.dashboard_support import browser, counts, register_worker, row, seed, served
 
 TOKEN = "s3cret-dashboard-token"

@@ -11,9 +11,9 @@ import time
 import urllib.error
 import urllib.request
 
-from echomq.server import free_port
+from echomq.servers.server import free_port
 
-CMD = [sys.executable, "-c", "from echomq.cli import main; main()", "dashboard"]
+CMD = [sys.executable, "-c", "from echomq.ops.cli import main; main()", "dashboard"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

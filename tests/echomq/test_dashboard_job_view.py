@@ -6,8 +6,8 @@ from __future__ import annotations
 import urllib.request
 
 from echomq import Connector, Queue, generate
-from echomq.dashboard import DashboardOptions, create_app
-from echomq.server import EmbeddedValkey
+from echomq.ops.dashboard import DashboardOptions, create_app
+from echomq.servers.server import EmbeddedValkey
 from tests.dashboard_support import served
 
 

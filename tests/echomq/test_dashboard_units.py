@@ -9,9 +9,9 @@ import pytest
 import redis
 
 from echomq import AsyncQueue, CancelOutcome, InvalidJobId, QueueOptions, generate
-from echomq.dashboard.charts import Series, line_chart
-from echomq.dashboard.history import percentile
-from echomq.dashboard.render import duration, payload_preview
+from echomq.ops.dashboard.charts import Series, line_chart
+from echomq.ops.dashboard.history import percentile
+from echomq.ops.dashboard.render import duration, payload_preview
 from tests.conftest import keys_of
 from tests.echomq.invariants import assert_consistent
 
@@ -107,8 +107,8 @@ def test_percentile_and_duration() -> None:
 
 async def test_the_dashboards_reads_on_this_topology(queue: AsyncQueue) -> None:
     """discover, summary, lanes, job_detail and one History sample, on both topologies."""
-    from echomq.dashboard import data
-    from echomq.dashboard.history import History
+    from echomq.ops.dashboard import data
+    from echomq.ops.dashboard.history import History
 
     conn = queue.connector
     history = History(conn, interval_s=60)
@@ -141,8 +141,8 @@ async def test_one_damaged_queue_is_one_flagged_row_and_the_others_still_show(
     import asyncio
     import urllib.request
 
-    from echomq.dashboard import DashboardOptions, create_app
-    from echomq.dashboard.history import History
+    from echomq.ops.dashboard import DashboardOptions, create_app
+    from echomq.ops.dashboard.history import History
     from tests.dashboard_support import served
 
     damaged = AsyncQueue(queue.connector, queue.name + "-damaged")

@@ -19,12 +19,12 @@ import pytest
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, generate
-from echomq.gate import RateLimit
-from echomq.info import queue_info
+from echomq.client.info import queue_info
+from echomq.client.registry import Registration
 from echomq.protocol import Call, trace_attach
-from echomq.registry import Registration
-from echomq.schedules import Schedule
-from echomq.scripts import Script, bundle, parse
+from echomq.protocol.gate import RateLimit
+from echomq.protocol.schedules import Schedule
+from echomq.protocol.scripts import Script, bundle, parse
 
 _PRELUDE = """local __declared = {}
 for _, k in ipairs(KEYS) do __declared[k] = true end

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import echomq
-from echomq import AsyncQueue, Connector, InvalidArgument, Queue, Verdict, derive_id, ids
+from echomq import AsyncQueue, Connector, InvalidArgument, Queue, Verdict, derive_id
+from echomq.core import ids
 
 # Fixed vectors: the ids the game minted before the helper moved into echomq (a change
 # here would re-admit every in-flight derived job of a running game as a new job).

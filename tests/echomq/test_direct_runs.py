@@ -14,8 +14,8 @@ import time
 import redis
 
 from echomq import AsyncQueue, Lease, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.outcomes import BackoffPolicy
+from echomq.core.outcomes import BackoffPolicy
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from echomq.scripts import protocol_table
+from echomq.protocol.scripts import protocol_table
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -15,5 +15,5 @@ def test_protocol_md_has_one_row_per_script_matching_its_header() -> None:
     start = text.index("\n", begin) + 1
     end = text.index("<!-- scripts:end -->")
     assert text[start:end] == protocol_table(), (
-        "docs/protocol.md is out of date: paste echomq.scripts.protocol_table() between the markers"
+        "docs/protocol.md is out of date: paste echomq.protocol.scripts.protocol_table() between the markers"
     )

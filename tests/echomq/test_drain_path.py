@@ -10,7 +10,7 @@ import threading
 import redis
 
 from echomq import AsyncQueue, Completion, Lease, QueueOptions, generate
-from echomq.consumer import Consumer, ConsumerOptions
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 from tests.echomq.test_consumer import _true, subscribed

@@ -34,9 +34,9 @@ from echomq import (
     ServerUnavailable,
     generate,
 )
-from echomq.gate import RateLimit
 from echomq.protocol import Call
-from echomq.scripts import load
+from echomq.protocol.gate import RateLimit
+from echomq.protocol.scripts import load
 
 Case = Callable[[Any, Lease], Any]
 

@@ -12,8 +12,8 @@ import redis
 
 from echomq import PROTOCOL, AsyncQueue, InvalidJobId, ProtocolVersionError, RateLimit, Verdict, generate
 from echomq import protocol as p
-from echomq.errors import ScriptContractError
-from echomq.handoff import decode_handoff
+from echomq.core.errors import ScriptContractError
+from echomq.protocol.handoff import decode_handoff
 from tests.conftest import keys_of
 
 

@@ -19,8 +19,8 @@ import pytest
 import redis
 
 from echomq import AsyncQueue, Queue, QueueOptions, Verdict, connect, connect_async, generate
-from echomq.local_cluster import LocalCluster
-from echomq.server import EmbeddedValkey
+from echomq.servers.local_cluster import LocalCluster
+from echomq.servers.server import EmbeddedValkey
 from tests.conftest import cluster_url
 from tests.echomq.invariants import assert_consistent
 

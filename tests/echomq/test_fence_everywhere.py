@@ -29,8 +29,8 @@ from echomq import (
     Verdict,
     generate,
 )
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.gate import RateLimit
+from echomq.protocol.gate import RateLimit
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.conftest import keys_of
 
 Op = Callable[[AsyncQueue, Lease, str], Any]
@@ -126,7 +126,8 @@ async def test_a_consumer_meeting_another_major_stops_typed_and_touches_nothing(
     before = _dump(raw, qname)
     ran: list[Lease] = []
     consumer = Consumer(q, ran.append, options=ConsumerOptions(beat_ms=20, lease_ms=1000))
-    with caplog.at_level(logging.ERROR, logger="echomq.consumer"), pytest.raises(ProtocolVersionError):
+    with (caplog.at_level(logging.ERROR, logger="echomq.runtime.consumer"),
+          pytest.raises(ProtocolVersionError)):
         await asyncio.wait_for(consumer.run(), 30)
     assert not ran
     assert _dump(raw, qname) == before  # no lease, no maintenance token, nothing

@@ -18,10 +18,10 @@ import pytest
 import redis
 
 from echomq import AsyncQueue, Lease, RateLimit, Verdict, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.errors import InvalidArgument
-from echomq.handoff import decode_handoff
-from echomq.model import Completion
+from echomq.core.errors import InvalidArgument
+from echomq.core.model import Completion
+from echomq.protocol.handoff import decode_handoff
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ConsumerOptions(beat_ms=20, lease_ms=2000, concurrency=8, grace_s=2.0)

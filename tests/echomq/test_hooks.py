@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from echomq import AsyncQueue, Hooks, InvalidArgument, Lease, QueueOptions, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.outcomes import Ack, Backoff, BackoffPolicy, Outcome
+from echomq.core.outcomes import Ack, Backoff, BackoffPolicy, Outcome
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 
@@ -100,7 +100,7 @@ async def test_a_failing_hook_is_logged_and_changes_nothing(queue: AsyncQueue,
     hooks = Hooks(before=[broken], after=[broken], finished=[broken],
                   on_failure=[broken]).then(Hooks(after=[lambda lease, o, s: ran.append("after")]))
     consumer = Consumer(queue, handler, options=FAST, hooks=hooks)
-    with caplog.at_level(logging.ERROR, logger="echomq.hooks"):
+    with caplog.at_level(logging.ERROR, logger="echomq.core.hooks"):
         async with running(consumer):
             async def done() -> bool:
                 row = await queue.job(job)
@@ -133,7 +133,7 @@ def test_consumer_refuses_hooks_of_another_type(queue: AsyncQueue) -> None:
 
 
 async def test_worker_runs_its_own_hooks_then_the_settings_hooks(conn: Any, qname: str) -> None:
-    from echomq.worker import Worker, WorkerSettings
+    from echomq.ops.worker import Worker, WorkerSettings
 
     q = AsyncQueue(conn, qname)
     jobs = [generate("JOB") for _ in range(3)]

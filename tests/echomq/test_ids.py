@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echomq import ids
+from echomq.core import ids
 
 
 def test_shape() -> None:
@@ -172,7 +172,7 @@ FORK_SCRIPT = """
 import os, sys, time
 if sys.argv[1] == "frozen":  # hold the clock still: only the reseed after fork keeps children apart
     time.time_ns = lambda: 1_790_000_000_123_456_789
-from echomq import ids
+from echomq.core import ids
 ids.generate("JOB"); ids.generate_many("JOB", 10)  # the parent has a sequence under way
 children = []
 for _ in range(4):

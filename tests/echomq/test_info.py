@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from echomq import AsyncQueue, QueueNotFound, generate
-from echomq.info import discover_queues, queue_info, server_info
-from echomq.registry import MinuteCounts, Registration
+from echomq.client.info import discover_queues, queue_info, server_info
+from echomq.client.registry import MinuteCounts, Registration
 
 
 async def test_a_queue_is_found_with_its_counts_rates_age_and_workers(conn: Any, qname: str) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from echomq import InvalidJobId, InvalidQueueName, generate, job_key, queue_key, slot
-from echomq.keyspace import MAX_QUEUE_NAME, check_queue, hash_tag
+from echomq.protocol.keyspace import MAX_QUEUE_NAME, check_queue, hash_tag
 
 
 def test_seed_slot_vector() -> None:

@@ -1,10 +1,11 @@
-"""``echomq.lanes.enqueue`` (asyncio only): the admission of a job onto a serial lane."""
+"""``echomq.client.lanes.enqueue`` (asyncio only): the admission of a job onto a serial lane."""
 
 from __future__ import annotations
 
 import redis
 
-from echomq import AsyncConnector, AsyncQueue, Verdict, generate, lanes
+from echomq import AsyncConnector, AsyncQueue, Verdict, generate
+from echomq.client import lanes
 
 
 async def test_lanes_enqueue_admits_onto_a_serial_lane(queue: AsyncQueue, raw: redis.Redis) -> None:

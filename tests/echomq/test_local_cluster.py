@@ -17,9 +17,9 @@ import redis
 from redis.cluster import ClusterNode as RedisClusterNode
 from redis.cluster import RedisCluster
 
-from echomq.errors import InvalidArgument
-from echomq.keyspace import slot
-from echomq.local_cluster import SLOTS, ClusterNode, LocalCluster
+from echomq.core.errors import InvalidArgument
+from echomq.protocol.keyspace import slot
+from echomq.servers.local_cluster import SLOTS, ClusterNode, LocalCluster
 from tests.procfs import alive
 
 pytestmark = pytest.mark.cluster
@@ -217,7 +217,7 @@ def test_owned_base_dir_is_removed() -> None:
 
 def test_command_line_entry_runs_until_sigterm() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "echomq.local_cluster"],
+        [sys.executable, "-m", "echomq.servers.local_cluster"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     pids: list[int] = []

@@ -31,13 +31,13 @@ from echomq import (
     memory_status,
     memory_status_async,
 )
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.errors import BackPressure, ScriptContractError, ServerFull
-from echomq.info import server_info
-from echomq.info_view import render_info
-from echomq.model import Completion, RetryOutcome
-from echomq.scripts import bundle, parse
-from echomq.server import EmbeddedValkey
+from echomq.client.info import server_info
+from echomq.core.errors import BackPressure, ScriptContractError, ServerFull
+from echomq.core.model import Completion, RetryOutcome
+from echomq.ops.info_view import render_info
+from echomq.protocol.scripts import bundle, parse
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.servers.server import EmbeddedValkey
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 
@@ -319,7 +319,7 @@ async def test_info_says_when_the_server_refuses_admissions(small: AsyncConnecto
 
 async def test_the_dashboard_shows_memory_and_says_when_admissions_are_refused(
         small: AsyncConnector, small_server: EmbeddedValkey) -> None:
-    from echomq.dashboard import DashboardOptions, create_app
+    from echomq.ops.dashboard import DashboardOptions, create_app
     from tests.dashboard_support import served
 
     q = AsyncQueue(small, "board")

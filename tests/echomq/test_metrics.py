@@ -8,7 +8,7 @@ import urllib.request
 from typing import Any
 
 from echomq import AsyncQueue, generate
-from echomq.worker import Worker, WorkerSettings
+from echomq.ops.worker import Worker, WorkerSettings
 from tests.echomq import worker_targets
 from tests.echomq._async.support import wait_for
 

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 import echomq
-from echomq import InvalidArgument, InvalidJobId, ids
-from echomq.acl import acl_rules
-from echomq.local_cluster import LocalCluster
-from echomq.registry import Registration
-from echomq.supervisor import Supervisor
+from echomq import InvalidArgument, InvalidJobId
+from echomq.client.acl import acl_rules
+from echomq.client.registry import Registration
+from echomq.core import ids
+from echomq.runtime.supervisor import Supervisor
+from echomq.servers.local_cluster import LocalCluster
 
 SRC = Path(echomq.__file__).parent
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from echomq.local_cluster import LocalCluster
+from echomq.servers.local_cluster import LocalCluster
 from tests.conftest import cluster_url
 from tests.echomq.model_machine import GATE_REACH, REACH, QueueMachine
 from tests.echomq.model_sharded import ShardedMachine

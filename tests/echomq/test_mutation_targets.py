@@ -26,14 +26,14 @@ def _load() -> ModuleType:
 def test_every_mutant_target_is_found_once_in_the_lua() -> None:
     mc = _load()
     assert len(mc.MUTANTS) >= 15
-    mc.check_targets(ROOT / "src" / "echomq" / "lua")
+    mc.check_targets(ROOT / "src" / "echomq" / "protocol" / "lua")
 
 
 def test_a_missing_target_fails_loudly(tmp_path: Path) -> None:
     mc = _load()
     lua = tmp_path / "lua"
     lua.mkdir()
-    for f in (ROOT / "src" / "echomq" / "lua").glob("*.lua"):
+    for f in (ROOT / "src" / "echomq" / "protocol" / "lua").glob("*.lua"):
         (lua / f.name).write_text(f.read_text())
     m = mc.MUTANTS[0]
     (lua / m.file).write_text((lua / m.file).read_text().replace(m.old, "-- refactored away"))
@@ -45,7 +45,7 @@ def test_a_marked_check_without_a_mutant_fails_loudly(tmp_path: Path) -> None:
     mc = _load()
     lua = tmp_path / "lua"
     lua.mkdir()
-    for f in (ROOT / "src" / "echomq" / "lua").glob("*.lua"):
+    for f in (ROOT / "src" / "echomq" / "protocol" / "lua").glob("*.lua"):
         (lua / f.name).write_text(f.read_text())
     (lua / "stats.lua").write_text((lua / "stats.lua").read_text()
                                    + "if x then return 0 end -- fence: a new check\n")

@@ -21,7 +21,7 @@ from echomq import (
     generate,
     generate_many,
 )
-from echomq.producer import Producer, ProducerClosed
+from echomq.client.producer import Producer, ProducerClosed
 
 
 class CountingQueue(AsyncQueue):

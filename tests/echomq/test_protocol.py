@@ -20,14 +20,14 @@ from echomq import (
     generate,
 )
 from echomq import protocol as p
-from echomq.model import Lease
-from echomq.scripts import bundle
+from echomq.core.model import Lease
+from echomq.protocol.scripts import bundle
 
 _CODE = re.compile(r"redis\.error_reply\('([A-Z]+)")
 
 
 def _lua_sources() -> dict[str, str]:
-    root = resources.files("echomq") / "lua"
+    root = resources.files("echomq.protocol") / "lua"
     files = [*root.iterdir(), *(root / "include").iterdir()]
     return {f.name: f.read_text() for f in files if f.name.endswith(".lua")}
 

@@ -16,18 +16,18 @@ from redis import exceptions as rex
 from redis._parsers.base import BaseParser
 
 from echomq import AsyncConnector, AsyncQueue, Lease, generate
-from echomq._edge import translate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.errors import (
+from echomq.client._edge import translate
+from echomq.client.replies import Episodes, Kind, classify
+from echomq.core.errors import (
     ConfigurationError,
     ProtocolVersionError,
     ServerBusy,
     ServerError,
     ServerUnavailable,
 )
-from echomq.outcomes import BackoffPolicy
-from echomq.replies import Episodes, Kind, classify
-from echomq.server import EmbeddedValkey
+from echomq.core.outcomes import BackoffPolicy
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.servers.server import EmbeddedValkey
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 
@@ -284,7 +284,7 @@ async def test_a_configuration_error_stops_the_consumer_with_one_line(
     conn = AsyncConnector.from_url(f"redis://{url_auth}127.0.0.1:{acl_server.port}",
                                    retry_budget_s=0.5)
     consumer = Consumer(AsyncQueue(conn, "acl"), lambda lease: None, options=FAST)
-    with (caplog.at_level(logging.ERROR, logger="echomq.consumer"),
+    with (caplog.at_level(logging.ERROR, logger="echomq.runtime.consumer"),
           pytest.raises(ConfigurationError) as stopped):
         await asyncio.wait_for(consumer.run(), 20)
     message = str(stopped.value)

@@ -29,7 +29,7 @@ from echomq import (
     tick_of,
 )
 from echomq.protocol import Call
-from echomq.schedules import decode_schedule
+from echomq.protocol.schedules import decode_schedule
 from tests.conftest import keys_of
 
 T0 = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
@@ -280,7 +280,7 @@ def test_the_blocking_scheduler_admits_each_tick_once(sync_conn: Connector, qnam
 # ------------------------------------------------------------------ worker and command line
 async def test_a_worker_with_schedules_runs_each_tick_once(conn: AsyncConnector, qname: str) -> None:
     from echomq import Lease
-    from echomq.worker import Worker, WorkerSettings
+    from echomq.ops.worker import Worker, WorkerSettings
     from tests.echomq._async.support import wait_for
 
     ran: list[str] = []
@@ -313,7 +313,7 @@ EVERY = 50
 
 
 def test_worker_settings_refuse_a_bad_schedule_list() -> None:
-    from echomq.worker import WorkerSettings
+    from echomq.ops.worker import WorkerSettings
     from tests.echomq import worker_targets
 
     s = Schedule(name="a", queue="q", every_ms=100)
@@ -326,7 +326,7 @@ def test_the_schedule_command(valkey_url: str, qname: str, tmp_path: Path) -> No
         "from echomq import Missed, Schedule\n"
         f"EVERY = Schedule(name='cli', queue={qname!r}, every_ms=600_000, missed=Missed.SKIP)\n"
         "NOT_ONE = 42\n")
-    cmd = [sys.executable, "-c", "from echomq.cli import main; main()", "schedule"]
+    cmd = [sys.executable, "-c", "from echomq.ops.cli import main; main()", "schedule"]
     client = redis.Redis.from_url(valkey_url)
     # The three runs must not straddle a tick (every ten minutes): in the last minute
     # before one, wait for it to pass (a bounded wait, one time in ten).

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from echomq import ScriptContractError
-from echomq.scripts import bundle, load, parse
+from echomq.protocol.scripts import bundle, load, parse
 
 GOOD = """#!lua
 -- name: demo

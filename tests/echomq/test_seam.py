@@ -1,4 +1,4 @@
-"""The connector seam (``echomq._async.seam``): both connectors implement it, the queue
+"""The connector seam (``echomq.client._async.seam``): both connectors implement it, the queue
 is typed against it, and it names no ``Any``."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from echomq import AsyncClusterConnector, AsyncConnector, ClusterConnector, Connector
-from echomq._async import seam as async_seam
-from echomq._sync import seam as sync_seam
+from echomq.client._async import seam as async_seam
+from echomq.client._sync import seam as sync_seam
 
 SRC = Path(async_seam.__file__).parent.parent
 

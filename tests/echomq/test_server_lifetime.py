@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.procfs import alive
 
-OWNER = ("import time\nfrom echomq.server import EmbeddedValkey\n"
+OWNER = ("import time\nfrom echomq.servers.server import EmbeddedValkey\n"
          "s = EmbeddedValkey().start()\nprint(s.pid, s.data_dir, flush=True)\ntime.sleep(120)\n")
 
 
@@ -42,8 +42,8 @@ def test_the_server_has_its_own_session_and_ends_with_a_killed_owner() -> None:
 
 AFTER_CLEANUP = """
 import os, sys
-from echomq.errors import ServerUnavailable
-from echomq.server import EmbeddedValkey, emergency_stop
+from echomq.core.errors import ServerUnavailable
+from echomq.servers.server import EmbeddedValkey, emergency_stop
 data = sys.argv[1]
 emergency_stop()  # what an interrupt's cleanup thread runs while the main thread goes on
 try:

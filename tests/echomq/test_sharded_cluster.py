@@ -20,7 +20,7 @@ from echomq import (
     generate,
     keyspace,
 )
-from echomq.local_cluster import LocalCluster
+from echomq.servers.local_cluster import LocalCluster
 from tests.conftest import cluster_url
 from tests.echomq.invariants import assert_consistent
 from tests.echomq.test_cluster import raw_client

@@ -1,4 +1,4 @@
-"""Sharded queues (echomq.sharding, echomq._async.sharded): one logical queue over N
+"""Sharded queues (echomq.protocol.sharding, echomq.client._async.sharded): one logical queue over N
 ordinary queues, on the single server and on the local 3+3 cluster."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from echomq import (
     keyspace,
     reshard_async,
 )
-from echomq.local_cluster import LocalCluster
-from echomq.sharding import MAX_SHARDS, RETIRED, ShardLayout, record_key
+from echomq.protocol.sharding import MAX_SHARDS, RETIRED, ShardLayout, record_key
+from echomq.servers.local_cluster import LocalCluster
 
 LONG = 600_000
 
@@ -330,7 +330,7 @@ async def test_reshard_of_an_unknown_queue_is_refused(conn: Any, qname: str) -> 
 def _cli(*args: str) -> tuple[int, str, str]:
     from click.testing import CliRunner
 
-    from echomq.cli import main
+    from echomq.ops.cli import main
 
     result = CliRunner(env={"ECHOMQ_URL": None}).invoke(main, list(args), prog_name="echomq")
     return result.exit_code, result.stdout, result.stderr
@@ -340,7 +340,7 @@ async def test_info_cli_and_dashboard_see_one_logical_queue(conn: Any, qname: st
                                                             backend_url: str) -> None:
     import json
 
-    from echomq.dashboard import data
+    from echomq.ops.dashboard import data
 
     q = AsyncShardedQueue(conn, qname, shards=3)
     await q.enqueue_many([(generate("JOB"), b"") for _ in range(12)])

@@ -24,12 +24,12 @@ from echomq import (
     Verdict,
     generate,
 )
-from echomq import calls as script_calls
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.failures import parse_failure
-from echomq.handling import timeout_for
-from echomq.hooks import Hooks
-from echomq.outcomes import BackoffPolicy
+from echomq.core.failures import parse_failure
+from echomq.core.hooks import Hooks
+from echomq.core.outcomes import BackoffPolicy
+from echomq.protocol import calls as script_calls
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.runtime.handling import timeout_for
 from tests.conftest import keys_of
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
@@ -169,7 +169,7 @@ def test_bad_timeouts_are_refused(bad: object) -> None:
 
 
 def test_worker_settings_pass_the_timeout_and_refuse_a_bad_one() -> None:
-    from echomq.worker import WorkerSettings
+    from echomq.ops.worker import WorkerSettings
     from tests.echomq import worker_targets
 
     settings = WorkerSettings(handlers={"q": worker_targets.ok}, timeout_ms=5000)

@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from echomq import AsyncQueue, Verdict, generate
-from echomq.tracing import traced_admit
-from echomq.worker import Worker, WorkerSettings
+from echomq.ops.worker import Worker, WorkerSettings
+from echomq.runtime.tracing import traced_admit
 from tests.echomq import worker_targets
 from tests.echomq._async.support import wait_for
 

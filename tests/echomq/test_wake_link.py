@@ -1,4 +1,4 @@
-"""The consumer's wake link (echomq.wake_link, docs/decisions/0025-wake-link.md): the wake
+"""The consumer's wake link (echomq.runtime.wake_link, docs/decisions/0025-wake-link.md): the wake
 channel read inline on the subscribed connection, re-subscribed after a drop, and a
 consumer that parks only while it can hear hand-offs. Real servers, both topologies."""
 
@@ -15,11 +15,11 @@ import redis
 from redis.cluster import RedisCluster
 
 from echomq import AsyncQueue, Verdict, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.errors import ServerUnavailable
-from echomq.parking import FIRST_SCRIPTS
-from echomq.scripts import load as load_script
-from echomq.wake_link import WakeLink, attach
+from echomq.core.errors import ServerUnavailable
+from echomq.protocol.scripts import load as load_script
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.runtime.parking import FIRST_SCRIPTS
+from echomq.runtime.wake_link import WakeLink, attach
 from tests.echomq.test_handoff import running, until
 
 IDLE = ConsumerOptions(beat_ms=5000, lease_ms=20_000, concurrency=4, grace_s=2.0)

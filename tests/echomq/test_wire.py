@@ -1,7 +1,7 @@
 """The bulk wire's pure core on canned bytes: RESP2 and RESP3 replies, error replies,
 partial reads, nested arrays, big bulk strings; request encoding; the target of a client.
 
-No server and no socket: ``echomq._wire`` is sans-I/O. The exchange that drives it is
+No server and no socket: ``echomq.client._wire`` is sans-I/O. The exchange that drives it is
 tested on canned streams in ``tests/echomq/_async/test_wire_exchange.py`` (and its
 generated blocking copy), and against real servers by the connector tests.
 """
@@ -17,7 +17,7 @@ import redis.asyncio
 from redis import exceptions as rex
 from redis.credentials import UsernamePasswordCredentialProvider
 
-from echomq._wire import (
+from echomq.client._wire import (
     NEED_DATA,
     READ_SIZE,
     ReplyParser,
@@ -187,8 +187,8 @@ def test_tls_and_credential_providers_fall_back_to_redis_py() -> None:
 @pytest.mark.parametrize("name", ["q", "orders 100%", "%d%b%s", "émoji 🎲", "a" * 128])
 @pytest.mark.parametrize("payload", [b"", b"x" * 64, b"%b\r\n$3\r\n", bytes(range(256)) * 40])
 def test_enqueuer_bytes_are_the_generic_encoding_of_enqueue(name: str, payload: bytes) -> None:
-    from echomq import ids
     from echomq import protocol as p
+    from echomq.core import ids
 
     k = p.QueueKeys.of(name)
     job_id = ids.generate("JOB")
@@ -209,7 +209,7 @@ def test_enqueuer_bytes_are_the_generic_encoding_of_enqueue(name: str, payload: 
                                  "JOB01M8T3B1XCE6F7Z9QQDSXE84BR\n"])
 def test_enqueuer_refuses_what_enqueue_refuses(bad: object) -> None:
     from echomq import protocol as p
-    from echomq.errors import InvalidJobId
+    from echomq.core.errors import InvalidJobId
 
     k = p.QueueKeys.of("q")
     with pytest.raises(InvalidJobId) as plain:
@@ -227,8 +227,8 @@ def test_enqueuer_refuses_what_enqueue_refuses(bad: object) -> None:
                                       [bytes(range(256)) * 40, b"\r\n"]])
 def test_batch_enqueuer_bytes_are_the_generic_encoding_of_enqueue_batch(
         name: str, payloads: list[bytes]) -> None:
-    from echomq import ids
     from echomq import protocol as p
+    from echomq.core import ids
 
     k = p.QueueKeys.of(name)
     job_ids = ids.generate_many("JOB", len(payloads))
@@ -251,9 +251,9 @@ def test_batch_enqueuer_bytes_are_the_generic_encoding_of_enqueue_batch(
                                  "JOB01M8T3B1XCE6F7Z9QQDSXE84B\n", "JOB01M8T3B1XCE6F7Z9QQDSXE84BR\n",
                                  None, 7, b"JOB01M8T3B1XCE6F7Z9QQDSXE84BR"])
 def test_batch_ids_are_refused_unless_every_one_is_a_valid_job_id(bad: object) -> None:
-    from echomq import ids
     from echomq import protocol as p
-    from echomq.errors import InvalidJobId
+    from echomq.core import ids
+    from echomq.core.errors import InvalidJobId
 
     good = ids.generate_many("JOB", 3)
     assert p.BatchEnqueuer.valid_ids(good) and p.BatchEnqueuer.valid_ids([])

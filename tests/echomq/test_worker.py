@@ -16,14 +16,14 @@ import pytest
 import redis
 
 from echomq import AsyncQueue, Connector, Queue, generate
-from echomq.failures import parse_failure
-from echomq.info import queue_info
-from echomq.worker import Worker, WorkerSettings, load_target, settings_for
+from echomq.client.info import queue_info
+from echomq.core.failures import parse_failure
+from echomq.ops.worker import Worker, WorkerSettings, load_target, settings_for
 from tests.echomq import worker_targets
 from tests.echomq._async.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-ECHOMQ = [sys.executable, "-c", "from echomq.cli import main; main()"]
+ECHOMQ = [sys.executable, "-c", "from echomq.ops.cli import main; main()"]
 
 
 def test_settings_refuse_bad_input_before_anything_starts() -> None:

@@ -19,7 +19,7 @@ import os
 import signal
 
 from echomq import AsyncQueue, Lease, connect_async
-from echomq.consumer import Consumer, ConsumerOptions
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 
 
 async def main() -> None:

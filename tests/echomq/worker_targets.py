@@ -7,7 +7,7 @@ import os
 from typing import ClassVar
 
 from echomq import Lease
-from echomq.worker import WorkerSettings
+from echomq.ops.worker import WorkerSettings
 
 
 async def ok(lease: Lease) -> None:

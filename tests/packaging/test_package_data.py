@@ -46,4 +46,4 @@ def test_every_data_file_matches_a_package_data_glob() -> None:
 
 def test_the_lua_includes_are_declared() -> None:
     globs = _declared()["echomq"]
-    assert any(_matches(PurePosixPath("lua/include/now.lua"), g) for g in globs)
+    assert any(_matches(PurePosixPath("protocol/lua/include/now.lua"), g) for g in globs)

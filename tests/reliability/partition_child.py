@@ -40,8 +40,8 @@ from echomq import (
     Verdict,
     generate,
 )
-from echomq.local_cluster import _NODE_CONFIG, ClusterNode, LocalCluster
-from echomq.server import EmbeddedValkey
+from echomq.servers.local_cluster import _NODE_CONFIG, ClusterNode, LocalCluster
+from echomq.servers.server import EmbeddedValkey
 
 NODE_TIMEOUT_MS = 2000
 

@@ -1,5 +1,5 @@
 """Least privilege: the queue's producer, consumer and dashboard flows run as ACL users
-with only the rules of :mod:`echomq.acl`, and each is refused what its role does not need."""
+with only the rules of :mod:`echomq.client.acl`, and each is refused what its role does not need."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Lease, Verdict, generate
-from echomq.acl import ROLES, acl_rules, setuser
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.eviction import check_eviction_policy
-from echomq.info import server_info
-from echomq.outcomes import Backoff, Defer
-from echomq.registry import Registration
-from echomq.scripts import bundle
-from echomq.server import EmbeddedValkey
+from echomq.client.acl import ROLES, acl_rules, setuser
+from echomq.client.info import server_info
+from echomq.client.registry import Registration
+from echomq.core.eviction import check_eviction_policy
+from echomq.core.outcomes import Backoff, Defer
+from echomq.protocol.scripts import bundle
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.servers.server import EmbeddedValkey
 from tests.echomq.invariants import assert_consistent
 
 Q = "orders"
@@ -102,7 +102,7 @@ async def test_producer_worker_and_dashboard_flows_run_as_their_users(
             return Defer(20)
         return None
 
-    from echomq.model import QueueOptions
+    from echomq.core.model import QueueOptions
 
     wq = AsyncQueue(wconn, Q, options=QueueOptions(max_attempts=2, keep_done_ms=0))
     consumer = Consumer(wq, handler, options=ConsumerOptions(beat_ms=20, lease_ms=1000, trim_every=1))

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from echomq import Connector, Queue, Verdict, generate
-from echomq.server import EmbeddedValkey
+from echomq.servers.server import EmbeddedValkey
 from tests.echomq.invariants import assert_consistent
 
 LIBFAKETIME = next(iter(glob.glob("/usr/lib/*/faketime/libfaketime.so.1")), None)

@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, Lease
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.eviction import UnsafeEvictionPolicy, check_eviction_policy
-from echomq.local_cluster import LocalCluster
-from echomq.server import EmbeddedValkey
+from echomq.core.eviction import UnsafeEvictionPolicy, check_eviction_policy
+from echomq.runtime.consumer import Consumer, ConsumerOptions
+from echomq.servers.local_cluster import LocalCluster
+from echomq.servers.server import EmbeddedValkey
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ async def test_allow_eviction_runs_with_a_warning(lru_server: EmbeddedValkey,
     try:
         consumer = Consumer(AsyncQueue(conn, "evict"), _noop,
                             options=ConsumerOptions(allow_eviction=True))
-        with caplog.at_level(logging.WARNING, logger="echomq.eviction"):
+        with caplog.at_level(logging.WARNING, logger="echomq.core.eviction"):
             task = asyncio.create_task(consumer.run())
             for _ in range(500):
                 if any("allkeys-lru" in r.getMessage() for r in caplog.records):
@@ -63,7 +63,7 @@ async def test_allow_eviction_runs_with_a_warning(lru_server: EmbeddedValkey,
 async def test_noeviction_is_quiet(valkey_url: str, caplog: pytest.LogCaptureFixture) -> None:
     conn = AsyncConnector.from_url(valkey_url)
     try:
-        with caplog.at_level(logging.WARNING, logger="echomq.eviction"):
+        with caplog.at_level(logging.WARNING, logger="echomq.core.eviction"):
             assert await check_eviction_policy(conn) == {}
         assert not caplog.records
     finally:
@@ -89,7 +89,7 @@ async def test_every_primary_of_a_cluster_is_checked(local_cluster: LocalCluster
         await conn.aclose()
 
 
-ECHOMQ = [sys.executable, "-c", "from echomq.cli import main; main()"]
+ECHOMQ = [sys.executable, "-c", "from echomq.ops.cli import main; main()"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from echomq import AsyncConnector, AsyncQueue, Lease, Verdict, generate
-from echomq.consumer import Consumer, ConsumerOptions
-from echomq.scripts import load
+from echomq.protocol.scripts import load
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.echomq.invariants import assert_consistent
 
 

@@ -4,7 +4,7 @@ Two kinds of job, both delayed to their time and both idempotent (see
 :mod:`codemojex.service.rounds`): *open* creates a round and schedules its close
 and the next open; *close* takes the one-shot ``SET NX`` on ``cm:<round>:closed``,
 closes the round, and settles it once every charged guess is scored. While
-guesses are still unscored the job answers :class:`~echomq.outcomes.Defer`
+guesses are still unscored the job answers :class:`~echomq.core.outcomes.Defer`
 (no failure counted) and runs again ``RECHECK_MS`` later, but only until
 ``CLOSE_WAIT_S`` after the round's closing time: past that (a scoring job died,
 say) it acks and hands the round over to the reconciler

@@ -213,7 +213,7 @@ async def test_version_fence_accepts_same_major(queue: AsyncQueue, raw: redis.Re
 async def test_a_wrong_password_is_a_configuration_error_not_an_outage() -> None:
     """WRONGPASS/NOAUTH are not retried for the whole budget as if the server were down:
     the first refusal is the caller's ConfigurationError, and nothing is written."""
-    from echomq.server import EmbeddedValkey
+    from echomq.servers.server import EmbeddedValkey
 
     with EmbeddedValkey(extra={"requirepass": "s3cret"}) as server:
         for auth, code in ((":wrong@", "WRONGPASS"), ("", "NOAUTH")):
@@ -238,7 +238,7 @@ async def test_a_wrong_password_is_a_configuration_error_not_an_outage() -> None
 
 
 async def test_connects_over_a_unix_socket_with_a_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from echomq.server import EmbeddedValkey
+    from echomq.servers.server import EmbeddedValkey
 
     sock = tmp_path / "v.sock"
     extra = {"unixsocket": str(sock), "unixsocketperm": "700", "requirepass": "s3cret"}

@@ -20,7 +20,7 @@ from redis.credentials import UsernamePasswordCredentialProvider
 
 from echomq import AsyncConnector, AsyncQueue, Verdict, generate
 from echomq import protocol as p
-from echomq.errors import ConfigurationError
+from echomq.core.errors import ConfigurationError
 from tests.conftest import keys_of
 from tests.echomq.tls_proxy import self_signed, tls_front
 

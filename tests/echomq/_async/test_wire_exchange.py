@@ -14,8 +14,8 @@ import hiredis
 import pytest
 from redis import exceptions as rex
 
-from echomq._async.wire import AsyncWire
-from echomq._wire import Target, WireError, WireTimeout, pack_command
+from echomq.client._async.wire import AsyncWire
+from echomq.client._wire import Target, WireError, WireTimeout, pack_command
 
 TARGET = Target(host="127.0.0.1", port=6379, path=None, username=None, password=None, db=0,
                 timeout=1.0)

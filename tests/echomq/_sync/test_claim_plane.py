@@ -186,7 +186,7 @@ def test_invalid_arguments_write_nothing(queue: Queue, raw: redis.Redis) -> None
         queue.claim(0, lease_ms=10)
     # and the server-side checks hold even for a client that skips ours
     from echomq import InvalidArgument
-    from echomq.scripts import load
+    from echomq.protocol.scripts import load
 
     k, job = queue.keys, jid()
     with pytest.raises(InvalidArgument, match="EMQARG"):

@@ -15,8 +15,8 @@ import hiredis
 import pytest
 from redis import exceptions as rex
 
-from echomq._sync.wire import Wire
-from echomq._wire import Target, WireError, WireTimeout, pack_command
+from echomq.client._sync.wire import Wire
+from echomq.client._wire import Target, WireError, WireTimeout, pack_command
 
 TARGET = Target(host="127.0.0.1", port=6379, path=None, username=None, password=None, db=0,
                 timeout=1.0)

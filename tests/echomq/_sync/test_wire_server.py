@@ -10,8 +10,8 @@ import pytest
 import redis
 import redis as redis_client
 
-from echomq._sync.wire import Wire
-from echomq._wire import READ_SIZE, WireError, pack_command
+from echomq.client._sync.wire import Wire
+from echomq.client._wire import READ_SIZE, WireError, pack_command
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_a_connection_the_server_closed_fails_then_reconnects(
 
 
 def test_a_unix_socket_with_a_password_and_a_db(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from echomq.server import EmbeddedValkey
+    from echomq.servers.server import EmbeddedValkey
 
     sock = tmp_path_factory.mktemp("wire") / "v.sock"
     extra = {"unixsocket": str(sock), "unixsocketperm": "700", "requirepass": "s3cret"}

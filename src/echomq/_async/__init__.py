@@ -1,1 +1,0 @@
-"""The asyncio implementation. ``echomq/_sync`` is generated from it by scripts/unasync_gen.py."""

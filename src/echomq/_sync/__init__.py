@@ -1,2 +1,0 @@
-# Generated from echomq/_async/__init__.py by scripts/unasync_gen.py. Do not edit.
-"""The blocking implementation, generated from echomq/_async."""

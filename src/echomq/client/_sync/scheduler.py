@@ -1,0 +1,127 @@
+# Generated from echomq/client/_async/scheduler.py by scripts/unasync_gen.py. Do not edit.
+"""A scheduler: runs :class:`~echomq.protocol.schedules.Schedule` objects, any number at once.
+
+Run one or many (in one process or many, on one server or a cluster): every tick of
+every schedule is admitted exactly once, by whichever scheduler's ``schedule`` call
+gets there first; the others' calls admit nothing for it (docs/features.md,
+tests/echomq/test_schedule_procs.py). The server's clock decides what is due: a
+scheduler only estimates it (its clock plus the offset the last reply showed) to know
+when to ask, and a tick it asks for too early is simply not admitted yet.
+
+A server's refusal (back-pressure, a failover, a lost connection) is logged once per
+episode and ridden out with a growing back-off; a configuration error (credentials,
+the version fence) ends :meth:`run` with its typed error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from echomq.client._sync.cluster import ClusterConnector
+from echomq.client._sync.connector import Connector
+from echomq.client.replies import Episodes, classify
+from echomq.core.errors import InvalidArgument
+from echomq.protocol import Call
+from echomq.protocol.schedules import Schedule, decode_schedule, tick_of
+
+__all__ = ["Fired", "Scheduler"]
+
+log = logging.getLogger("echomq.scheduler")
+
+Fired = tuple[Schedule, int, str]
+"""One admission by this scheduler: the schedule, the tick (server ms), the job id."""
+
+_MAX_SLEEP_S = 0.5  # re-read the marks at least this often, and see stop() soon
+_EARLY_S = 0.005  # a due tick the server did not admit yet (its clock is behind ours)
+
+
+class Scheduler:
+    """Admit the due ticks of ``schedules`` until :meth:`stop` (``run``), or once (``tick``)."""
+
+    def __init__(self, connector: Connector | ClusterConnector,
+                 schedules: Sequence[Schedule], *, name: str = "scheduler") -> None:
+        schedules = list(schedules)
+        if not schedules:
+            raise InvalidArgument("a scheduler needs at least one schedule")
+        seen: set[tuple[str, str]] = set()
+        for s in schedules:
+            if not isinstance(s, Schedule):
+                raise InvalidArgument(f"expected a Schedule, not {type(s).__name__}")
+            if (s.queue, s.name) in seen:
+                raise InvalidArgument(f"schedule {s.name!r} given twice for queue {s.queue!r}")
+            seen.add((s.queue, s.name))
+        self.connector = connector
+        self.schedules = schedules
+        self.name = name
+        self.marks: dict[tuple[str, str], int] = {}  # the last mark each schedule's reply showed
+        self.admitted = 0  # ticks this scheduler admitted
+        self._offset_ms = 0.0  # the server's clock minus ours, from the last reply
+        self._stopped = False
+        self._episodes = Episodes(name, log)
+
+    def stop(self) -> None:
+        """End :meth:`run` after its current pass."""
+        self._stopped = True
+
+    def _now_ms(self) -> int:
+        return int(time.time() * 1000 + self._offset_ms)
+
+    def tick(self) -> list[Fired]:
+        """One pass: for each schedule, ask the server to admit its due ticks."""
+        fired: list[Fired] = []
+        for s in self.schedules:
+            key = (s.queue, s.name)
+            if key not in self.marks:  # first sight: the server keeps its mark, or starts one
+                now = self.connector.server_time_ms() if not self.marks else self._now_ms()
+                self._call(s, s.call([], floor=s.latest(now)))
+            due = s.due(self.marks.get(key), self._now_ms())
+            if due:
+                fired += [(s, tick_of(x), x) for x in self._call(s, s.call(due))]
+        self.admitted += len(fired)
+        return fired
+
+    def _call(self, s: Schedule, call: Call) -> list[str]:
+        sent = time.time() * 1000
+        reply = decode_schedule(self.connector.run(call))
+        self._offset_ms = reply.now_ms - (sent + time.time() * 1000) / 2
+        if reply.mark >= 0:
+            self.marks[(s.queue, s.name)] = reply.mark
+        return reply.admitted
+
+    def _sleep_s(self) -> float:
+        """Until the next tick any schedule waits for (its next after the known mark)."""
+        now = self._now_ms()
+        wake = min((s.next_after(self.marks[(s.queue, s.name)]) if (s.queue, s.name) in self.marks
+                    else now) for s in self.schedules)
+        if wake <= now:
+            return _EARLY_S
+        return min((wake - now) / 1000 + 0.001, _MAX_SLEEP_S)
+
+    def run(self, *, on_admit: Callable[[Fired], None] | None = None) -> None:
+        """Admit due ticks until :meth:`stop`; a configuration error ends it (raised).
+        ``on_admit`` is called with each admission this scheduler made."""
+        while not self._stopped:
+            try:
+                for fired in self.tick():
+                    if on_admit is not None:
+                        on_admit(fired)
+                self._episodes.answered()
+            except Exception as exc:
+                refusal = classify(exc)
+                if not refusal.kind.retry:
+                    raise
+                sleep_unless(self, self._episodes.refused(refusal, "a schedule call"))
+                continue
+            sleep_unless(self, self._sleep_s())
+
+
+def sleep_unless(scheduler: Scheduler, seconds: float) -> None:
+    """Sleep ``seconds`` in slices, returning early once the scheduler is stopped."""
+    end = time.monotonic() + seconds
+    while not scheduler._stopped:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.05))

@@ -1,0 +1,342 @@
+# Generated from echomq/client/_async/sharded.py by scripts/unasync_gen.py. Do not edit.
+"""One logical queue spread over N shards, each an ordinary queue with its own hash tag.
+
+Every call is one or more calls of the shards' own :class:`Queue`, so every
+transition stays one script in one slot with its guarantees; this module only routes
+and merges (echomq.protocol.sharding has the layout, docs/decisions/0020-sharded-queues.md why):
+
+* admission goes to the job's shard (by lane, else by id); ``enqueue_many`` and
+  ``admit_many`` group the items by shard, pipeline each group (the groups run at once),
+  and put every verdict back in input order; a shard that cannot be reached gives its
+  items their typed error and the other shards' items keep theirs;
+* ``claim`` visits the shards in turn from a start that moves by one each call, so no
+  shard starves; a lease names its shard, so heartbeat, complete, retry and defer go
+  straight to it;
+* stats, counts, upkeep and the dead-job operations cover every shard: counts are
+  sums, pages walk the shards in index order, limits are spent across them in order.
+
+The shard count is checked against the queue's record before the first call
+(:meth:`open`); a client with another count gets :class:`ShardCountMismatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import Any
+
+from echomq import protocol as p
+from echomq.client._fan import fan_out, fan_out_each
+from echomq.client._sync.cluster import ClusterConnector
+from echomq.client._sync.connector import Connector
+from echomq.client._sync.queue import Queue
+from echomq.core.errors import EchoMQError, InvalidArgument, JobNotFound
+from echomq.core.model import (
+    CancelOutcome,
+    Completion,
+    JobView,
+    Lease,
+    ProgressOutcome,
+    QueueOptions,
+    RetryOutcome,
+    Stats,
+    Verdict,
+)
+from echomq.protocol import STATES, Bulk
+from echomq.protocol.sharding import ShardLayout, record_key, refusals, translate
+
+__all__ = ["ShardedQueue"]
+
+
+def _int(value: object) -> int:
+    return int(value.decode() if isinstance(value, bytes) else str(value))
+
+
+class ShardedQueue:
+    """Queue ``name`` spread over ``shards`` sub-queues; the API of :class:`Queue`."""
+
+    def __init__(
+        self, connector: Connector | ClusterConnector, name: str, *, shards: int,
+        options: QueueOptions | None = None,
+    ) -> None:
+        self.layout = ShardLayout(name, shards)
+        self.connector = connector
+        self.name = name
+        self.shards = [Queue(connector, sub, options=options) for sub in self.layout.names]
+        self.options = self.shards[0].options
+        self._opened = False
+        self._turn = 0
+
+    # ----------------------------------------------------------------- layout
+    def open(self) -> int:
+        """Record the shard count on a new queue, or check it: ShardCountMismatch if the
+        queue records another. Every other method calls it before its first call."""
+        key = record_key(self.name)
+        self.connector.command("HSETNX", key, "count", self.layout.count)
+        self.layout.check_count(_int(self.connector.command("HGET", key, "count")))
+        self._opened = True
+        return self.layout.count
+
+    def _ready(self) -> None:
+        if not self._opened:
+            self.open()
+
+    def shard_for(self, job_id: str, lane: str | None = None) -> Queue:
+        """The shard a job with this id (and lane) is admitted to."""
+        return self.shards[self.layout.index(job_id, lane)]
+
+    def _of(self, lease: Lease) -> Queue:
+        if not isinstance(lease, Lease):
+            raise InvalidArgument(f"expected a Lease, not {type(lease).__name__}")
+        return self.shards[self.layout.index_of_queue(lease.queue)]
+
+    def fence(self) -> str:
+        """Check the shard count and every shard's protocol version; the version."""
+        self._ready()
+        with refusals(self.name):
+            versions = fan_out([s.fence for s in self.shards])
+        return versions[0]
+
+    # -------------------------------------------------------------- admission
+    def enqueue(self, job_id: str, payload: bytes) -> Verdict:
+        self._ready()
+        with refusals(self.name):
+            return self.shard_for(job_id).enqueue(job_id, payload)
+
+    def admit(
+        self, job_id: str, payload: bytes, *, lane: str | None = None, delay_ms: int = 0,
+        serial: bool = False, max_attempts: int | None = None, priority: int = 0,
+        timeout_ms: int | None = None,
+    ) -> Verdict:
+        self._ready()
+        with refusals(self.name):
+            return self.shard_for(job_id, lane).admit(
+                job_id, payload, lane=lane, delay_ms=delay_ms, serial=serial,
+                max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms)
+
+    def _group(self, items: list[Any], width: int,
+               out: list[Verdict | EchoMQError]) -> list[tuple[int, list[int]]]:
+        groups: dict[int, list[int]] = {}
+        for i, item in enumerate(items):
+            try:
+                fields = tuple(item)
+            except TypeError:
+                fields = ()
+            if len(fields) != width:
+                shape = "(id, payload, lane) triple" if width == 3 else "(id, payload) pair"
+                out[i] = InvalidArgument(f"item {i}: expected an {shape}")
+                continue
+            try:
+                shard = self.layout.index(fields[0], fields[2] if width == 3 else None)
+            except InvalidArgument:
+                shard = 0  # a malformed id or lane: its shard gives the typed error, as alone
+            groups.setdefault(shard, []).append(i)
+        return sorted(groups.items())
+
+    def _admit_grouped(self, items: list[Any], width: int,
+                             serial: bool) -> list[Verdict | EchoMQError]:
+        self._ready()
+        out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(items)
+        groups = self._group(items, width, out)
+        sends = [partial(self.shards[s].enqueue_many, [items[i] for i in where]) if width == 2
+                 else partial(self.shards[s].admit_many, [items[i] for i in where], serial=serial)
+                 for s, where in groups]
+        replies = fan_out_each(sends)
+        for (_, where), got in zip(groups, replies, strict=True):
+            for n, i in enumerate(where):
+                verdict = got if isinstance(got, EchoMQError) else got[n]
+                out[i] = translate(verdict, self.name) if isinstance(
+                    verdict, EchoMQError) else verdict
+        return out
+
+    def enqueue_many(
+        self, pairs: Iterable[tuple[str, bytes]]
+    ) -> list[Verdict | EchoMQError]:
+        """One verdict per ``(id, payload)`` item, in input order (see the module doc)."""
+        return self._admit_grouped(list(pairs), 2, False)
+
+    def admit_many(
+        self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False
+    ) -> list[Verdict | EchoMQError]:
+        """One verdict per ``(id, payload, lane)`` item, in input order."""
+        return self._admit_grouped(list(items), 3, serial)
+
+    # ------------------------------------------------------------ claim plane
+    def claim(self, count: int = 1, *, lease_ms: int,
+                    window: int | None = None) -> list[Lease]:
+        """Lease up to ``count`` jobs: the shards in turn, from a start that moves by one
+        each call (so no shard starves), each asked for what is still missing. A shard
+        that fails after others gave leases is skipped this time (those leases are
+        returned); if none gave any, its error is raised."""
+        self._ready()
+        n = len(self.shards)
+        start, self._turn = self._turn % n, self._turn + 1
+        out: list[Lease] = []
+        for j in range(n):
+            if len(out) >= count:
+                break
+            shard = self.shards[(start + j) % n]
+            try:
+                with refusals(self.name):
+                    out += shard.claim(count - len(out), lease_ms=lease_ms,
+                                             window=window)
+            except EchoMQError:
+                if not out:
+                    raise
+        return out
+
+    def heartbeat(self, lease: Lease, *, lease_ms: int) -> p.Deadline | None:
+        with refusals(self.name):
+            return self._of(lease).heartbeat(lease, lease_ms=lease_ms)
+
+    def _by_shard(self, leases: Sequence[Lease]) -> dict[int, list[int]]:
+        groups: dict[int, list[int]] = {}
+        for i, lease in enumerate(leases):
+            groups.setdefault(self.layout.index_of_queue(self._of(lease).name), []).append(i)
+        return groups
+
+    def heartbeat_many(self, leases: Sequence[Lease], *,
+                             lease_ms: int) -> list[p.Deadline | None]:
+        groups = sorted(self._by_shard(leases).items())
+        with refusals(self.name):
+            got = fan_out([
+                partial(self.shards[s].heartbeat_many, [leases[i] for i in w], lease_ms=lease_ms)
+                for s, w in groups])
+        out: list[p.Deadline | None] = [None] * len(leases)
+        for (_, where), deadlines in zip(groups, got, strict=True):
+            for i, d in zip(where, deadlines, strict=True):
+                out[i] = d
+        return out
+
+    def complete(self, lease: Lease, result: bytes = b"") -> Completion:
+        with refusals(self.name):
+            return self._of(lease).complete(lease, result)
+
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[bytes] | None = None
+    ) -> list[Completion]:
+        res = list(results) if results is not None else [b""] * len(leases)
+        if len(res) != len(leases):
+            raise InvalidArgument(f"{len(leases)} leases but {len(res)} results")
+        groups = sorted(self._by_shard(leases).items())
+        with refusals(self.name):
+            got = fan_out([
+                partial(self.shards[s].complete_many, [leases[i] for i in w], [res[i] for i in w])
+                for s, w in groups])
+        out: list[Completion] = [Completion.STALE] * len(leases)
+        for (_, where), verdicts in zip(groups, got, strict=True):
+            for i, v in zip(where, verdicts, strict=True):
+                out[i] = v
+        return out
+
+    def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
+        with refusals(self.name):
+            return self._of(lease).retry(lease, delay_ms=delay_ms, error=error)
+
+    def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:
+        with refusals(self.name):
+            return self._of(lease).defer(lease, delay_ms=delay_ms)
+
+    def _each(self, call: str, *args: object) -> list[Any]:
+        self._ready()
+        with refusals(self.name):
+            return fan_out([partial(getattr(q, call), *args) for q in self.shards])
+
+    def job(self, job_id: str) -> dict[str, bytes] | None:
+        """The row of one job (asked of every shard: its lane, which chose it, is unknown)."""
+        self.shards[0].job_key(job_id)  # InvalidJobId before any I/O
+        rows: list[dict[str, bytes] | None] = self._each("job", job_id)
+        return next((r for r in rows if r is not None), None)
+
+    # ------------------------------------------------------------------ upkeep
+    def promote(self) -> int:
+        return sum(self._each("promote"))
+
+    def reap(self) -> tuple[int, int]:
+        got = self._each("reap")
+        return p.Reaped(sum(r[0] for r in got), sum(r[1] for r in got),
+                        sum(getattr(r, "cancelled", 0) for r in got))
+
+    def trim(self) -> int:
+        return sum(self._each("trim"))
+
+    def _spend(self, call: str, limit: int) -> Bulk:
+        """A bulk dead-job call with ``limit`` spent across the shards in index order."""
+        self._ready()
+        acted = remaining = 0
+        for shard in self.shards:
+            with refusals(self.name):
+                got: Bulk = getattr(shard, call)(limit=limit - acted)
+            acted += int(got)
+            remaining += got.remaining
+        return Bulk(acted, remaining)
+
+    def purge_dead(self, *, limit: int = 1000) -> Bulk:
+        return self._spend("purge_dead", limit)
+
+    def requeue_dead(self, *, limit: int = 1000) -> Bulk:
+        return self._spend("requeue_dead", limit)
+
+    def requeue(self, ids: Sequence[str]) -> int:
+        got: list[Bulk] = self._each("requeue", ids)
+        return Bulk(sum(int(b) for b in got), sum(b.remaining for b in got))
+
+    def purge(self, state: str, ids: Sequence[str]) -> int:
+        return sum(int(n) for n in self._each("purge", state, ids))
+
+    def _holder(self, job_id: str) -> Queue:
+        """The shard whose keyspace holds ``job_id``'s row; JobNotFound if none does."""
+        self.shards[0].job_key(job_id)
+        rows: list[dict[str, bytes] | None] = self._each("job", job_id)
+        for shard, row in zip(self.shards, rows, strict=True):
+            if row is not None:
+                return shard
+        raise JobNotFound(f"no job {job_id}: never admitted, or its row is gone", job_id=job_id)
+
+    def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100
+        """As :meth:`Queue.result`, on the shard holding the job."""
+        return (self._holder(job_id)).result(job_id, timeout=timeout)
+
+    def progress(self, job_id: str) -> bytes | None:
+        return (self._holder(job_id)).progress(job_id)
+
+    def report_progress(self, lease: Lease, report: bytes) -> ProgressOutcome:
+        with refusals(self.name):
+            return self._of(lease).report_progress(lease, report)
+
+    def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
+        """One outcome per id: the shard holding the job answers; the others leave it."""
+        per_shard: list[list[CancelOutcome]] = self._each("cancel", ids)
+        return [next((o for o in got if o is not CancelOutcome.LEFT), CancelOutcome.LEFT)
+                for got in zip(*per_shard, strict=True)]
+
+    # -------------------------------------------------------------- inspection
+    def pending_size(self) -> int:
+        return sum(self._each("pending_size"))
+
+    def stats(self) -> Stats:
+        got: list[Stats] = self._each("stats")
+        return Stats(**{s: sum(getattr(x, s) for x in got) for s in STATES})
+
+    def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
+        """A page of the logical queue: the shards in index order, each in set order."""
+        self.shards[0].k.state(state)
+        p.check_int("offset", offset, 0, p.MAX_OFFSET)
+        p.check_int("limit", limit, 0, p.MAX_PAGE)
+        sizes = [getattr(s, state) for s in self.stats_by_shard()]
+        out: list[JobView] = []
+        skip = offset
+        for shard, size in zip(self.shards, sizes, strict=True):
+            if skip >= size:
+                skip -= size
+                continue
+            if len(out) >= limit:
+                break
+            with refusals(self.name):
+                out += shard.browse(state, offset=skip, limit=limit - len(out))
+            skip = 0
+        return out
+
+    def stats_by_shard(self) -> list[Stats]:
+        """Each shard's counts, in shard order."""
+        return self._each("stats")

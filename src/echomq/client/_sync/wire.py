@@ -1,0 +1,149 @@
+# Generated from echomq/client/_async/wire.py by scripts/unasync_gen.py. Do not edit.
+"""The bulk wire's exchange: flushes of pre-encoded calls, replies in order.
+
+Written once here for asyncio and generated into ``echomq/client/_sync/wire.py`` for blocking
+sockets; the encoding and parsing are the pure :mod:`echomq.client._wire`, the I/O is one
+small stream per flavour (:mod:`echomq.client._stream`). Guarantees, the same as the
+redis-py pipeline it stands in for:
+
+* one reply per call, in input order; a server error reply is returned in its place
+  (a ``ResponseError``, ``NoScriptError`` for NOSCRIPT) and never raised;
+* at most two flushes in flight, so the replies of flush *k* are read while the server
+  runs flush *k+1* (both server and client stay busy);
+* a broken or silent connection is closed and raised as :class:`echomq.client._wire.WireError`
+  (a redis-py ``ConnectionError``; ``WireTimeout`` is also a ``TimeoutError``: transient
+  for the connector's retry budget) carrying, in ``answered``, the replies of the
+  flushes fully answered before the failure: only the rest is sent again;
+* safe to share between tasks (threads, in the blocking copy): each run takes an idle
+  connection (or opens one) and gives it back when its replies are all read, so two
+  callers never interleave on one connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis as redis_client
+from redis import exceptions as rex
+
+from echomq.client._stream import Stream
+from echomq.client._wire import BROKEN, NEED_DATA, ReplyParser, Target, broken, check_hello, target_of
+
+__all__ = ["Wire"]
+
+Flushes = Iterable[tuple[bytes, int]]
+"""``(buffer, number of requests in it)``; may be a generator: flush *k+1* is encoded
+while the server runs flush *k*."""
+
+
+class _Connection:
+    """One stream with its reply parser; used by one caller at a time."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.parser = ReplyParser()
+
+    def read(self, count: int) -> list[Any]:
+        """The next ``count`` replies, reading as many times as they take."""
+        parser = self.parser
+        gets = parser.gets
+        out: list[Any] = []
+        append = out.append
+        while len(out) < count:
+            reply = gets()
+            if reply is NEED_DATA:
+                parser.feed(self.stream.read())
+            else:
+                append(reply)
+        return out
+
+    def hello(self, target: Target) -> None:
+        requests = target.hello()
+        if requests:
+            self.stream.write(b"".join(requests))
+            check_hello(self.read(len(requests)))
+
+    def run(self, flushes: Flushes, answered: list[Any]) -> None:
+        it = iter(flushes)
+        ahead = next(it, None)
+        if ahead is not None:
+            self.stream.write(ahead[0])
+        while ahead is not None:
+            count = ahead[1]
+            ahead = next(it, None)
+            if ahead is not None:
+                self.stream.write(ahead[0])
+            answered += self.read(count)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class Wire:
+    """Bulk calls to one server over connections of its own, beside a redis-py client."""
+
+    def __init__(self, target: Target, *,
+                 open_stream: Callable[[Target], Any] = Stream.connect) -> None:
+        self.target = target
+        self._open_stream = open_stream
+        self._lock = threading.Lock()  # guards the idle list only: never held across I/O
+        self._idle: list[_Connection] = []
+        self._epoch = 0  # bumped by close(): connections of an older epoch are not kept
+
+    @classmethod
+    def attach(cls, client: object) -> Wire | None:
+        """A wire beside ``client`` (same server, credentials and db), or None where the
+        wire does not apply (TLS, a credential provider: redis-py's pipeline stays)."""
+        target = target_of(client) if isinstance(client, redis_client.Redis) else None
+        return None if target is None else cls(target)
+
+    def _connect(self) -> _Connection:
+        conn = _Connection(self._open_stream(self.target))
+        try:
+            conn.hello(self.target)
+        except BaseException:
+            conn.close()  # refused credentials: no connection left open
+            raise
+        return conn
+
+    def run(self, flushes: Flushes) -> list[Any]:
+        """Send the flushes, two in flight; every reply, in order."""
+        answered: list[Any] = []
+        conn: _Connection | None = None
+        with self._lock:
+            epoch = self._epoch
+            if self._idle:
+                conn = self._idle.pop()
+        try:
+            if conn is None:
+                conn = self._connect()
+            conn.run(flushes, answered)
+        except (rex.AuthenticationError, rex.AuthorizationError):
+            if conn is not None:
+                conn.close()
+            raise  # refused credentials: a configuration error, not a broken connection
+        except BROKEN as exc:
+            if conn is not None:
+                conn.close()
+            raise broken(exc, answered) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()  # cancelled or misused mid-exchange: replies out of step
+            raise
+        with self._lock:
+            if epoch == self._epoch:
+                self._idle.append(conn)
+                conn = None
+        if conn is not None:
+            conn.close()
+        return answered
+
+    def close(self) -> None:
+        """Close every idle connection; one in use is closed when its run ends."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._epoch += 1
+        for conn in idle:
+            conn.close()

@@ -1,0 +1,1 @@
+"""Operations: the command line, the worker, the dashboard, metrics."""

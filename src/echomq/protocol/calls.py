@@ -1,0 +1,302 @@
+"""Script calls of the EchoMQ protocol, pure (no I/O): named parameters in, a :class:`Call` out.
+
+For every Lua script there is one *builder*; its KEYS and ARGV come out in the order
+the script's contract header declares, and :func:`layout` checks at import that the
+names a builder uses are the header's, in order. Connectors only send calls; queues
+only build them (here) and decode replies (:mod:`echomq.protocol.decoders`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from echomq.core.bounds import MAX_PROGRESS
+from echomq.core.errors import InvalidArgument, ScriptContractError
+from echomq.core.model import Lease
+from echomq.protocol.decoders import text
+from echomq.protocol.keyspace import QueueKeys
+from echomq.protocol.scripts import Script, load
+
+__all__ = [
+    "Call",
+    "admit",
+    "browse",
+    "cancel",
+    "claim",
+    "complete",
+    "complete_batch",
+    "enqueue",
+    "enqueue_batch",
+    "fence",
+    "heartbeat",
+    "layout",
+    "limits",
+    "pause",
+    "peek",
+    "pending_size",
+    "progress",
+    "promote",
+    "purge",
+    "reap",
+    "requeue",
+    "retry",
+    "row",
+    "stats",
+    "trace_attach",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One script call, named: the script, its KEYS and its ARGV in the order the script's
+    contract header declares (each builder below is checked against the header at import).
+
+    Not a tuple: a call is passed whole (``connector.eval(call.script, call.keys,
+    call.args)`` at the one place a connector sends it), never unpacked by position."""
+
+    script: Script
+    keys: Sequence[str | bytes]
+    args: Sequence[str | bytes | int]
+    wire: bytes | None = field(default=None, compare=False, repr=False)
+    """The call already encoded as one RESP ``EVALSHA`` request of ``keys`` and ``args``,
+    when its builder made it (:class:`Enqueuer`): the bulk wire sends these bytes as they
+    are instead of encoding the call again. None: the wire encodes it."""
+    encode: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+    """Makes that request when the bulk wire is about to send it (:class:`BatchEnqueuer`):
+    a batch's later calls are encoded while the server runs its earlier flushes, not all
+    before the first one goes out. Used when ``wire`` is None."""
+
+    def request(self) -> bytes | None:
+        """The call's RESP request when its builder made it (or makes it now), else None."""
+        if self.wire is not None:
+            return self.wire
+        return None if self.encode is None else self.encode()
+
+    def named(self) -> dict[str, Any]:
+        """KEYS and ARGV by their header names (a variadic tail as a list)."""
+        out: dict[str, Any] = {}
+        for names, values, tail in ((self.script.keys, self.keys, self.script.variadic_keys),
+                                    (self.script.argv, self.args, self.script.variadic_argv)):
+            fixed = len(names) - tail
+            out.update(zip(names[:fixed], values[:fixed], strict=False))
+            if tail:
+                out[names[-1]] = list(values[fixed:])
+        return out
+
+
+def layout(name: str, keys: Sequence[str], argv: Sequence[str]) -> Script:
+    """The script ``name``, after checking that a builder's names are its header's, in order."""
+    script = load(name)
+    if tuple(keys) != script.keys or tuple(argv) != script.argv:
+        raise ScriptContractError(
+            f"{name}: builder names keys {tuple(keys)} argv {tuple(argv)}, header declares "
+            f"keys {script.keys} argv {script.argv}")
+    return script
+
+
+_ENQUEUE = layout("enqueue", ("job", "pending", "wake", "meta", "parked", "active", "rate"),
+                  ("id", "payload"))
+
+
+def enqueue(k: QueueKeys, job_id: str, payload: bytes) -> Call:
+    return Call(_ENQUEUE, [k.job(job_id), k.pending, k.wake, k.meta, k.parked, k.active, k.rate],
+                [job_id, payload])
+
+
+_ENQUEUE_BATCH = layout("enqueue_batch", ("pending", "wake", "meta", "parked", "active", "rate",
+                                         "jobs"), ("payloads",))
+
+
+def enqueue_batch(k: QueueKeys, ids: Sequence[str], payloads: Sequence[bytes]) -> Call:
+    """The ``enqueue_batch`` call of ``ids`` and their ``payloads`` (one each, in order);
+    each id travels as its job key's tail."""
+    if len(ids) != len(payloads) or not ids:
+        raise InvalidArgument(f"{len(ids)} ids and {len(payloads)} payloads: one payload per id, "
+                              "at least one")
+    return Call(_ENQUEUE_BATCH, [k.pending, k.wake, k.meta, k.parked, k.active, k.rate,
+                                 *map(k.job, ids)], [*payloads])
+
+
+_ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),
+                 ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
+                  "timeout_ms"))
+
+
+def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int, serial: bool,
+          max_attempts: int | None, priority: int = 0, timeout_ms: int | None = None) -> Call:
+    return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake],
+                [job_id, payload, lane, delay_ms, "1" if serial else "0",
+                 "" if max_attempts is None else max_attempts, priority,
+                 "" if timeout_ms is None else timeout_ms])
+
+
+_FENCE = layout("fence", ("meta",), ("version",))
+
+
+def fence(k: QueueKeys, version: str) -> Call:
+    return Call(_FENCE, [k.meta], [version])
+
+
+_CLAIM = layout("claim", ("pending", "active", "lanes", "meta", "inflight", "rate", "lane_rate",
+                          "lane_seen", "jobs"), ("lease_ms", "count", "ids"))
+
+
+def claim(k: QueueKeys, ids: Sequence[bytes | str], *, count: int, lease_ms: int) -> Call:
+    keys = [k.pending, k.active, k.lanes, k.meta, k.inflight, k.rate, k.lane_rate, k.lane_seen]
+    keys += [k.job_prefix + text(i) for i in ids]
+    return Call(_CLAIM, keys, [lease_ms, count, *ids])
+
+
+_PAUSE = layout("pause", ("meta", "pending", "wake"), ("paused",))
+
+
+def pause(k: QueueKeys, paused: bool | None) -> Call:
+    """Pause (True), resume (False) or only read (None) the queue's claim gate."""
+    return Call(_PAUSE, [k.meta, k.pending, k.wake], ["" if paused is None else "1" if paused else "0"])
+
+
+_LIMITS = layout("limits", ("meta", "rate"), ("rate_max", "rate_ms", "lane_max", "lane_ms"))
+
+
+def limits(k: QueueKeys, rate: tuple[int, int] | None, lane_rate: tuple[int, int] | None) -> Call:
+    """Set (max, window_ms) for the queue and per lane; None removes a limit."""
+    q, ln = rate or (0, 0), lane_rate or (0, 0)
+    return Call(_LIMITS, [k.meta, k.rate], [q[0], q[1], ln[0], ln[1]])
+
+
+_HEARTBEAT = layout("heartbeat", ("active", "job", "meta"), ("id", "attempt", "lease_ms"))
+
+
+def heartbeat(k: QueueKeys, lease: Lease, *, lease_ms: int) -> Call:
+    return Call(_HEARTBEAT, [k.active, k.job(lease.id), k.meta], [lease.id, lease.attempt, lease_ms])
+
+
+_PROGRESS = layout("progress", ("active", "job", "meta"), ("id", "attempt", "progress"))
+
+
+def progress(k: QueueKeys, lease: Lease, report: bytes) -> Call:
+    if len(report) > MAX_PROGRESS:
+        raise InvalidArgument(f"a progress report is at most {MAX_PROGRESS} bytes, not {len(report)}")
+    return Call(_PROGRESS, [k.active, k.job(lease.id), k.meta], [lease.id, lease.attempt, report])
+
+
+_COMPLETE = layout("complete", ("active", "job", "done", "inflight", "meta", "finished"),
+                    ("id", "attempt", "keep_ms", "result"))
+
+
+def complete(k: QueueKeys, lease: Lease, *, keep_ms: int, result: bytes) -> Call:
+    return Call(_COMPLETE, [k.active, k.job(lease.id), k.done, k.inflight, k.meta, k.finished],
+                [lease.id, lease.attempt, keep_ms, result])
+
+
+_COMPLETE_BATCH = layout("complete_batch", ("active", "done", "inflight", "meta", "finished", "jobs"),
+                          ("keep_ms", "attempts"))
+
+
+def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, keep_ms: int) -> Call:
+    keys = [k.active, k.done, k.inflight, k.meta, k.finished]
+    args: list[str | bytes | int] = [keep_ms]
+    for lease, result in finished:
+        keys.append(k.job(lease.id))
+        args += (lease.id, lease.attempt, result)
+    return Call(_COMPLETE_BATCH, keys, args)
+
+
+_RETRY = layout("retry", ("active", "job", "delayed", "dead", "inflight", "pending", "lanes",
+                           "meta", "wake", "done", "finished"),
+                 ("id", "attempt", "delay_ms", "max_attempts", "error", "mode"))
+
+
+def retry(k: QueueKeys, lease: Lease, *, delay_ms: int, max_attempts: int, error: str,
+          mode: str) -> Call:
+    return Call(_RETRY, [k.active, k.job(lease.id), k.delayed, k.dead, k.inflight, k.pending,
+                         k.lanes, k.meta, k.wake, k.done, k.finished],
+                [lease.id, lease.attempt, delay_ms, max_attempts, error, mode])
+
+
+_PROMOTE = layout("promote", ("delayed", "pending", "lanes", "meta", "wake", "inflight", "jobs"),
+                   ("ids",))
+
+
+def promote(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
+    keys = [k.delayed, k.pending, k.lanes, k.meta, k.wake, k.inflight]
+    return Call(_PROMOTE, keys + [k.job_prefix + text(i) for i in ids], list(ids))
+
+
+_REAP = layout("reap", ("active", "pending", "dead", "lanes", "meta", "inflight", "wake", "done",
+                        "finished", "jobs"), ("max_attempts", "ids"))
+
+
+def reap(k: QueueKeys, ids: Sequence[bytes | str], *, max_attempts: int) -> Call:
+    keys = [k.active, k.pending, k.dead, k.lanes, k.meta, k.inflight, k.wake, k.done, k.finished]
+    return Call(_REAP, keys + [k.job_prefix + text(i) for i in ids], [max_attempts, *ids])
+
+
+_PURGE = layout("purge", ("set", "meta", "jobs"), ("state", "min_age_ms", "ids"))
+
+
+def purge(k: QueueKeys, state: str, ids: Sequence[bytes | str], *, min_age_ms: int) -> Call:
+    keys = [k.state(state), k.meta, *(k.job_prefix + text(i) for i in ids)]
+    return Call(_PURGE, keys, [state, min_age_ms, *ids])
+
+
+_REQUEUE = layout("requeue", ("dead", "pending", "lanes", "meta", "wake", "jobs"), ("ids",))
+
+
+def requeue(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
+    keys = [k.dead, k.pending, k.lanes, k.meta, k.wake]
+    return Call(_REQUEUE, keys + [k.job_prefix + text(i) for i in ids], list(ids))
+
+
+_CANCEL = layout("cancel", ("pending", "delayed", "done", "inflight", "meta", "finished", "jobs"),
+                 ("ids",))
+
+
+def cancel(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
+    keys = [k.pending, k.delayed, k.done, k.inflight, k.meta, k.finished]
+    return Call(_CANCEL, keys + [k.job_prefix + text(i) for i in ids], list(ids))
+
+
+_TRACE_ATTACH = layout("trace_attach", ("job", "meta"), ("traceparent",))
+
+
+def trace_attach(k: QueueKeys, job_id: str, traceparent: str) -> Call:
+    return Call(_TRACE_ATTACH, [k.job(job_id), k.meta], [traceparent])
+
+
+_BROWSE = layout("browse", ("set", "meta", "jobs"), ("ids",))
+
+
+def browse(k: QueueKeys, state: str, ids: Sequence[bytes | str]) -> Call:
+    keys = [k.state(state), k.meta, *(k.job_prefix + text(i) for i in ids)]
+    return Call(_BROWSE, keys, list(ids))
+
+
+_STATS = layout("stats", ("pending", "active", "delayed", "done", "dead", "meta"), ())
+
+
+def stats(k: QueueKeys) -> Call:
+    return Call(_STATS, [k.pending, k.active, k.delayed, k.done, k.dead, k.meta], [])
+
+
+_PEEK = layout("peek", ("set", "meta"), ("start", "count"))
+
+
+def peek(k: QueueKeys, state: str, *, start: int, count: int) -> Call:
+    return Call(_PEEK, [k.state(state), k.meta], [start, count])
+
+
+_ROW = layout("row", ("job", "meta"), ("id",))
+
+
+def row(k: QueueKeys, job_id: str) -> Call:
+    return Call(_ROW, [k.job(job_id), k.meta], [job_id])
+
+
+_PENDING_SIZE = layout("pending_size", ("pending", "meta"), ())
+
+
+def pending_size(k: QueueKeys) -> Call:
+    return Call(_PENDING_SIZE, [k.pending, k.meta], [])

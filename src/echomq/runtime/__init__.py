@@ -1,0 +1,1 @@
+"""The consumer's runtime: leases, heartbeats, handlers, upkeep, supervision."""

@@ -1,0 +1,1 @@
+"""Embedded servers: one valkey-server, a local cluster, for development and tests."""
