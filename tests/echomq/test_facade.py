@@ -14,7 +14,8 @@ import echomq
 EXPORTED = [
     "PROTOCOL", "Ack", "AsyncClusterConnector", "AsyncConnector", "AsyncQueue", "AsyncScheduler",
     "BackPressure",
-    "Backoff", "BackoffPolicy", "Bulk", "ChildSpec", "Claimed", "ClusterConnector", "Completion",
+    "Backoff", "BackoffDelays", "BackoffPolicy", "Bulk", "ChildSpec", "Claimed", "ClusterConnector",
+    "Completion",
     "ConfigurationError", "Connector",
     "Consumer", "ConsumerChild", "ConsumerOptions", "ConsumerStats", "Defer", "EchoMQError",
     "EmbeddedValkey", "Gate", "Handler", "InvalidArgument", "InvalidJobId", "InvalidPayload",
