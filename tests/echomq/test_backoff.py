@@ -47,7 +47,7 @@ def test_its_own_generator_leaves_the_process_random_state_alone() -> None:
     assert random.random() == expected
 
 
-@pytest.mark.parametrize("args, kwargs", [
+@pytest.mark.parametrize(("args", "kwargs"), [
     ((0.0, 1.0), {}), ((2.0, 1.0), {}), ((0.1, 1.0), {"factor": 0.5}),
     ((0.1, 1.0), {"jitter": (1.5, 0.5)}), ((0.1, 1.0), {"jitter": (-0.1, 1.0)}),
 ])
@@ -74,4 +74,5 @@ def test_no_retry_loop_in_src_grows_its_own_back_off() -> None:
             for p in sorted(SRC.rglob("*.py")) if "egg-info" not in str(p)
             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
             if HAND_ROLLED.search(line)]
-    assert hits == [], "use echomq.BackoffDelays (or BackoffPolicy for a job's retry delay):\n" + "\n".join(hits)
+    why = "use echomq.BackoffDelays (or BackoffPolicy for a job's retry delay)"
+    assert hits == [], why + ":\n" + "\n".join(hits)
