@@ -90,7 +90,7 @@ ASYNC_ONLY = {
     "test_producer.py": "the Producer is asyncio only",
     "test_refusals.py": "a running Consumer ridden through refusals (asyncio only)",
     "test_results.py": "waiters as asyncio tasks racing the end; blocking result() tested here in a thread",
-    "test_schedules.py": "AsyncScheduler loops and a worker with schedules (asyncio only)",
+    "test_schedules.py": "AsyncScheduler tasks and the blocking Scheduler in threads side by side, a worker",
     "test_seam.py": "checks both seams (the async one and its generated copy) itself",
     "test_sharded_cluster.py": "a ShardedConsumer through a primary's kill -9 (asyncio only); cluster only",
     "test_sharding.py": "ShardedConsumer and ConsumerChild (asyncio only) over the sharded queue",
