@@ -83,7 +83,7 @@ ASYNC_ONLY = {
     "test_fence_everywhere.py": "the fence is in every script both APIs call; its Consumers: asyncio only",
     "test_handoff.py": "a parked Consumer's hand-off (asyncio only)",
     "test_hooks.py": "hooks around a Consumer's handler (asyncio only)",
-    "test_info.py": "echomq.client.info is asyncio only (the CLI runs it in a loop)",
+    "test_info.py": "echomq.client.info has no blocking twin (the CLI and dashboard run it on asyncio)",
     "test_lanes_enqueue.py": "echomq.client.lanes.enqueue is asyncio only",
     "test_memory_limit.py": "a full server drained by Consumers (asyncio only), one small server per module",
     "test_metrics.py": "the worker's metrics hooks on a Consumer (asyncio only)",
