@@ -2,7 +2,7 @@
 
 Run by ``bash bench/run.sh [--quick|--full] [--check]`` (which prepares the venvs).
 Writes ``docs/benchmarks/results.json``; ``bench/report.py`` (bench venv) draws the
-README and charts from it, ``bench/targets.py`` checks issue 15's targets.
+report (docs/benchmarks/README.md) and charts from it, ``bench/targets.py`` checks issue 15's targets.
 
 The rules it follows (issue 15 item 1), each where it is kept:
 * ids minted inside the timed window, for every system: the drivers (bench/systems/)

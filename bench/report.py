@@ -1,5 +1,6 @@
-"""Turn docs/benchmarks/results.json into docs/benchmarks/README.md, PNG charts and the
-README's benchmark table (between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``).
+"""Turn docs/benchmarks/results.json into docs/benchmarks/README.md (the targets' table
+included) and PNG charts. The project README quotes one figure of that report by name;
+after a new full run, check that line against the report.
 
 Run in the bench venv (matplotlib): ``bench/.peers/bench/bin/python bench/report.py``.
 Every figure comes from the one results.json (one run); the targets from bench/targets.py.
@@ -224,23 +225,7 @@ def main() -> None:
     w("\nRaw data, with the top `INFO commandstats` entries of every run and every attempt's noise: "
       "[results.json](results.json).")
     (OUT / "README.md").write_text("\n".join(L) + "\n")
-    readme_section(res, rows)
     print(targets.table(rows))
-
-
-def readme_section(res: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    """The README's benchmark table, between its markers, from the same run."""
-    path = ROOT / "README.md"
-    text = path.read_text()
-    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
-    if begin not in text or end not in text:
-        return
-    body = [begin,
-            f"From the last {res['mode']} run ({res['elapsed_s']:.0f} s, load {res.get('load_start')} → "
-            f"{res.get('load_end')}; every ratio within that run; noise per row in the report):\n",
-            targets.table(rows), end]
-    a, b = text.index(begin), text.index(end) + len(end)
-    path.write_text(text[:a] + "\n".join(body) + text[b:])
 
 
 if __name__ == "__main__":

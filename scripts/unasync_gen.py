@@ -9,6 +9,10 @@ Two trees are written once for asyncio and generated for the blocking API:
     tests/echomq/_async/*.py  ->  tests/echomq/_sync/*.py   its API tests, so both
                                                             APIs run the same assertions
 
+An asyncio test module left outside tests/echomq/_async/ (a Consumer's, a race's) gets no
+twin and says why in ``ASYNC_ONLY`` below; tests/echomq/test_unasync_gen.py checks that
+every such module is listed and no listed one is gone.
+
 Every substitution rule must fire in at least one file: a rule that never fires is dead
 (its source was renamed or removed, and the rule could hide a later mistake), and the
 generator fails naming it, in both modes. A generated file with no source left is
@@ -56,6 +60,45 @@ REPLACEMENTS = [
      "The blocking implementation, generated from echomq/client/_async."),
     (r"The asyncio API tests\.[^\"]*", "The blocking API tests, generated from tests/echomq/_async."),
 ]
+# The asyncio test modules of tests/echomq/ that have no generated blocking twin, each with
+# its reason (tests/echomq/test_unasync_gen.py fails on an async test module outside
+# _async/ that is not listed, and on a listed one that is gone). A module whose tests the
+# blocking API could run moves into tests/echomq/_async/ instead; mind the time: a twin
+# doubles its module's run, so the long consumer and fault modules stay asyncio only.
+ASYNC_ONLY = {
+    "test_admission_verb.py": "compares admit with lanes.enqueue, an asyncio-only door",
+    "test_cancel_races.py": "two calls in flight at once (asyncio.gather); the rest: _async/test_cancel.py",
+    "test_claim_gate.py": "competing claimers, Consumers, a 1,200-job flood; API part: _async/test_gate",
+    "test_cluster.py": "failover under load from Consumers and Producers (asyncio only); slow, cluster only",
+    "test_consumer.py": "the Consumer and the Supervisor are asyncio only",
+    "test_consumer_cancel.py": "a Consumer cancelling its handler (asyncio only)",
+    "test_consumer_child.py": "ConsumerChild under a Supervisor (asyncio only)",
+    "test_dashboard_units.py": "the dashboard (aiohttp) reads async; its actions: _async/test_dead_jobs",
+    "test_declared_keys.py": "checks the scripts, not the API: each script runs once through a checked copy",
+    "test_derive_id.py": "pure id tests; its admission runs on both APIs in the module itself",
+    "test_direct_runs.py": "the Consumer's handler threads (asyncio only)",
+    "test_drain_path.py": "the Consumer's drain path (asyncio only)",
+    "test_edge.py": "drives the async and the blocking API side by side itself",
+    "test_faults.py": "consumer processes killed and stopped (asyncio Consumers); slow",
+    "test_fence_everywhere.py": "the fence is in every script both APIs call; its Consumers: asyncio only",
+    "test_handoff.py": "a parked Consumer's hand-off (asyncio only)",
+    "test_hooks.py": "hooks around a Consumer's handler (asyncio only)",
+    "test_info.py": "echomq.client.info has no blocking twin (the CLI and dashboard run it on asyncio)",
+    "test_lanes_enqueue.py": "echomq.client.lanes.enqueue is asyncio only",
+    "test_memory_limit.py": "a full server drained by Consumers (asyncio only), one small server per module",
+    "test_metrics.py": "the worker's metrics hooks on a Consumer (asyncio only)",
+    "test_producer.py": "the Producer is asyncio only",
+    "test_refusals.py": "a running Consumer ridden through refusals (asyncio only)",
+    "test_results.py": "waiters as asyncio tasks racing the end; blocking result() tested here in a thread",
+    "test_schedules.py": "AsyncScheduler tasks and the blocking Scheduler in threads side by side, a worker",
+    "test_seam.py": "checks both seams (the async one and its generated copy) itself",
+    "test_sharded_cluster.py": "a ShardedConsumer through a primary's kill -9 (asyncio only); cluster only",
+    "test_sharding.py": "ShardedConsumer and ConsumerChild (asyncio only) over the sharded queue",
+    "test_timeouts.py": "a Consumer's handler timeouts (asyncio only)",
+    "test_tracing.py": "spans around a Consumer's handler (asyncio only)",
+    "test_wake_link.py": "the Consumer's wake link (asyncio only)",
+    "test_worker.py": "echomq worker processes (asyncio Consumers)",
+}
 BANNER = "# Generated from {source} by scripts/unasync_gen.py. Do not edit.\n"
 
 

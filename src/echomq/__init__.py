@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from echomq.client._sync.sharded import ShardedQueue
     from echomq.client.producer import Producer, ProducerClosed
     from echomq.core import ids as ids  # modules users import through the package, not in __all__
+    from echomq.core.backoff import BackoffDelays
     from echomq.core.errors import (
         BackPressure,
         ConfigurationError,
@@ -108,6 +109,7 @@ __all__ = [
     "AsyncShardedQueue",
     "BackPressure",
     "Backoff",
+    "BackoffDelays",
     "BackoffPolicy",
     "Bulk",
     "CancelOutcome",

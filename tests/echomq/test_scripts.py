@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from echomq import ScriptContractError
-from echomq.protocol.scripts import bundle, load, parse
+from echomq.protocol.scripts import bundle, check_includes, load, parse
 
 GOOD = """#!lua
 -- name: demo
@@ -63,3 +63,45 @@ def test_loader_refuses_a_broken_header(broken: str, why: str) -> None:
 def test_unknown_script_is_refused() -> None:
     with pytest.raises(ScriptContractError):
         load("nope")
+
+
+# Includes declare their own includes and are expanded once, at load (BullMQ's build).
+CLOCK = "-- now_ms(): the clock\nlocal function now_ms() return 1 end\n"
+GATE = "-- gate(): open?\n-- @include clock\nlocal function gate() return now_ms() > 0 end\n"
+
+
+def test_an_include_brings_its_own_includes_once_and_first() -> None:
+    s = parse("demo", GOOD.replace("return 1", "-- @include gate\n-- @include clock\nreturn 1"),
+              {"clock": CLOCK, "gate": GATE})
+    assert s.source.count("local function now_ms()") == 1
+    assert s.source.index("local function now_ms()") < s.source.index("local function gate()")
+    assert "@include" not in s.source
+
+
+def test_an_undeclared_include_is_refused() -> None:
+    undeclared = GATE.replace("-- @include clock\n", "")
+    with pytest.raises(ScriptContractError, match=r"include/gate.lua uses now_ms from include/clock.lua"):
+        check_includes({"clock": CLOCK, "gate": undeclared})
+    check_includes({"clock": CLOCK, "gate": GATE})  # declared: accepted
+    # a name in a comment or a string is no use
+    check_includes({"clock": CLOCK, "gate": "-- now_ms\nlocal function gate() return 'now_ms' end\n"})
+
+
+def test_an_include_circle_or_an_unknown_include_is_refused() -> None:
+    circle = {"a": "-- @include b\nlocal function fa() end\n",
+              "b": "-- @include a\nlocal function fb() end\n"}
+    with pytest.raises(ScriptContractError, match="include circle"):
+        parse("demo", GOOD.replace("return 1", "-- @include a\nreturn 1"), circle)
+    with pytest.raises(ScriptContractError, match="unknown include 'nope'"):
+        check_includes({"a": "-- @include nope\nlocal function fa() end\n"})
+
+
+def test_the_packaged_includes_declare_what_they_use() -> None:
+    from importlib import resources
+
+    root = resources.files("echomq.protocol") / "lua" / "include"
+    include = {f.name.removesuffix(".lua"): f.read_text(encoding="utf-8")
+               for f in root.iterdir() if f.name.endswith(".lua")}
+    check_includes(include)
+    assert "-- @include now" in include["gate"] and "-- @include age" in include["pend"]
+    assert all("@include" not in s.source for s in bundle().values())

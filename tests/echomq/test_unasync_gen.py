@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -78,3 +79,29 @@ def test_a_stale_or_orphaned_copy_is_reported_and_rewritten(
     assert "async def" not in text and "await " not in text and "AsyncQueue" not in text
     assert "def go(q: Queue) -> None:\n    time.sleep(0)" in text
     assert gen.main(check=True) == 0
+
+
+def _async_test_modules(folder: Path) -> set[str]:
+    """The test modules of ``folder`` (not its subfolders) with a coroutine test."""
+    return {p.name for p in folder.glob("test_*.py")
+            if re.search(r"^\s*async def test_", p.read_text(encoding="utf-8"), re.M)}
+
+
+def test_every_async_test_module_has_a_twin_or_a_reason(gen: ModuleType) -> None:
+    """An asyncio test module of tests/echomq/ outside _async/ gets no blocking twin, so it
+    must say why in the generator's table; a reason for a module that is gone (or has no
+    coroutine test any more) is stale."""
+    here = SCRIPT.parents[1] / "tests" / "echomq"
+    found = _async_test_modules(here)
+    assert len(found) > 20  # the walk read the folder
+    assert sorted(found - gen.ASYNC_ONLY.keys()) == [], "move into _async/ or give a reason in ASYNC_ONLY"
+    assert sorted(gen.ASYNC_ONLY.keys() - found) == [], "stale reasons in ASYNC_ONLY"
+    assert all(len(why.split()) >= 4 for why in gen.ASYNC_ONLY.values())  # a reason, not a word
+    assert not _async_test_modules(here / "_async") & gen.ASYNC_ONLY.keys()
+
+
+def test_an_unlisted_async_module_is_found(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("async def test_x() -> None:\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_y() -> None:\n    pass\n")
+    (tmp_path / "test_c.py").write_text("class T:\n    async def test_z(self) -> None:\n        pass\n")
+    assert _async_test_modules(tmp_path) == {"test_a.py", "test_c.py"}

@@ -40,7 +40,7 @@ DEMO = ["/start", "/round", "😀 😎 🤖 👻 🐱 🐶", "hello", "/quick", 
 @click.option("-v", "--verbose", is_flag=True)
 def bot(token: str | None, mode: str, webhook_url: str | None, secret: str | None, listen: str,
         api_base: str | None, standin: bool, round_seconds: float, price: int, verbose: bool) -> None:
-    """Run the Telegram bot (see README: "Play in Telegram")."""
+    """Run the Telegram bot (see docs/operating.md: "Play in Telegram")."""
     from codemojex.bot.runtime import BotSettings
     from codemojex.servers import started_servers
 

@@ -16,6 +16,7 @@ import logging
 from aiogram import Bot
 
 from codemojex.bot.ingress import Ingress
+from echomq import BackoffDelays
 
 __all__ = ["ALLOWED_UPDATES", "Poller"]
 
@@ -36,7 +37,7 @@ class Poller:
 
     async def run(self) -> None:
         await self.bot.delete_webhook(drop_pending_updates=False)
-        delay = 0.1
+        delays = BackoffDelays(0.1, 10.0)
         while True:
             try:
                 updates = await self.bot.get_updates(
@@ -46,8 +47,8 @@ class Poller:
                 for update in updates:
                     await self.ingress.admit(update.model_dump(mode="json", by_alias=True, exclude_none=True))
                     self.offset = update.update_id + 1  # confirmed on the next getUpdates
-                delay = 0.1
+                delays.reset()
             except Exception as exc:  # network, 5xx, 409, Valkey outage: never exit on our own
+                delay = next(delays)
                 log.warning("polling failed (%r); again in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)

@@ -28,7 +28,6 @@ lost on the network) can repeat a message.
 from __future__ import annotations
 
 import logging
-import random
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
@@ -43,11 +42,10 @@ from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
 from codemojex.bot.replies import Keyboard, chat_for, keyboard_for
 from codemojex.service.codec import Note
 from codemojex.workers.notify import Delivered, DeliveryResult, Failed, RateLimited
-from echomq import AsyncClusterConnector, AsyncConnector
+from echomq import AsyncClusterConnector, AsyncConnector, BackoffPolicy
 
-# Jitter from a generator of our own: a library never draws from (or perturbs) the
-# process-wide `random` state its users and their test tools rely on.
-_rng = random.Random()
+# 1 s, 2 s, 4 s … capped at 60 s, ±20 % jitter (a note's failed sends, counted by the delivery).
+_BACKOFF = BackoffPolicy(base_ms=1000, factor=2.0, max_ms=60_000, jitter=0.2)
 
 __all__ = ["SENT_TTL_S", "BotState", "TelegramDelivery", "make_bot", "markup"]
 
@@ -117,7 +115,7 @@ class TelegramDelivery:
         if len(self._failures) > 10_000:
             self._failures.clear()
         n = self._failures[note_id] = self._failures.get(note_id, 0) + 1
-        return int(min(60_000, 1000 * 2 ** (n - 1)) * _rng.uniform(0.8, 1.2))
+        return _BACKOFF.delay_ms(n)
 
     async def deliver(self, note_id: str, note: Note) -> DeliveryResult:
         chat = chat_for(note.player)

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -40,10 +39,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from codemojex.errors import ConfigurationError, DatabaseError, Unavailable
 from codemojex.wallet.locks import Conn
-
-# Jitter from a generator of our own: a library never draws from (or perturbs) the
-# process-wide `random` state its users and their test tools rely on.
-_rng = random.Random()
+from echomq import BackoffDelays
 
 __all__ = [
     "STATS",
@@ -169,7 +165,7 @@ async def retry(
     if outer is not None:  # nested: the outermost call's deadline bounds everything
         deadline = min(deadline, outer)
     token = _deadline.set(deadline)
-    delay = policy.first_delay_s
+    delays = BackoffDelays(policy.first_delay_s, policy.max_delay_s, jitter=(0.5, 1.0))
     try:
         while True:
             try:
@@ -178,7 +174,7 @@ async def retry(
                 if not transient(exc):
                     raise DatabaseError(f"{what}: {type(exc).__name__}: {exc}") from exc
                 STATS.record(exc)
-                pause = _rng.uniform(delay / 2, delay)
+                pause = next(delays)
                 if time.monotonic() + pause >= deadline:
                     STATS.gave_up += 1
                     raise Unavailable(f"{what}: PostgreSQL unavailable: {type(exc).__name__}: {exc}") from exc
@@ -188,7 +184,6 @@ async def retry(
                     with contextlib.suppress(psycopg.Error):
                         await pool.check()
                 await asyncio.sleep(pause)
-                delay = min(delay * 2, policy.max_delay_s)
     finally:
         _deadline.reset(token)
 

@@ -1,4 +1,4 @@
-"""Lanes: ``Lanes.enqueue(conn, "cm", player, job, payload)`` admits a job on a lane.
+"""Lanes: ``enqueue(conn, "cm", player, job, payload)`` admits a job on a lane.
 
 A lane is a key inside a queue (the game uses one per player). Claims serve lanes
 fairly: each lane's jobs get start tags ``max(vtime, the lane's last tag) + 1``, so

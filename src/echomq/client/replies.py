@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from redis import exceptions as rex
 
 from echomq.client._edge import no_auth
+from echomq.core.backoff import BackoffDelays
 from echomq.core.errors import ProtocolVersionError, ServerUnavailable
 
 __all__ = ["FIXES", "Episodes", "Kind", "Refusal", "classify", "reply_code"]
@@ -203,7 +204,7 @@ class Episodes:
         self.refusals = 0
         self.episodes = 0
         self.by_code: dict[str, int] = {}
-        self._delay = first_s
+        self._delays = BackoffDelays(first_s, cap_s)
 
     def refused(self, refusal: Refusal, where: str) -> float:
         """Record one retryable refusal; returns how long to back off."""
@@ -212,11 +213,10 @@ class Episodes:
             self.current, self.started = refusal, time.monotonic()
             self.episodes += 1
             self.by_code[refusal.code] = self.by_code.get(refusal.code, 0) + 1
-            self._delay = self.first_s
+            self._delays.reset()
             self.log.warning("%s: server refused %s (%s); backing off and retrying until it "
                              "answers", self.name, where, refusal.line())
-        delay, self._delay = self._delay, min(self._delay * 2, self.cap_s)
-        return delay
+        return next(self._delays)
 
     def answered(self) -> None:
         """The server answered a call: the episode (if any) is over."""
@@ -224,7 +224,7 @@ class Episodes:
             self.log.warning("%s: server answers again after %.1fs of %s", self.name,
                              time.monotonic() - self.started, self.current.code)
             self.current = None
-            self._delay = self.first_s
+            self._delays.reset()
 
     async def pause(self, refusal: Refusal, where: str, stop: asyncio.Event) -> None:
         """:meth:`refused`, then wait the back-off (or until ``stop`` is set)."""

@@ -18,6 +18,16 @@ The flags of the ``#!lua`` line are the server's: ``no-writes`` for a read, and
 at its memory limit, before it runs (admission: back-pressure). Unknown flags are
 refused here, so a typo cannot silently turn a drain into a refusal.
 
+Includes declare their own includes the same way: an include opens with a comment
+saying what it defines and, in that header, one ``-- @include <helper>`` line per
+include whose functions it calls (``gate.lua`` formats with ``now.lua``'s ``fmt``). The
+loader expands them once, at load, as BullMQ's build does: depth first, each include
+pasted at its first mention and never again, so a script that names ``now`` and
+``gate`` gets ``now`` once, before ``gate``. An include that calls a function defined
+by another include it does not declare (directly or through its own includes), or an
+include circle, is refused with :class:`ScriptContractError` (:func:`check_includes`,
+run by :func:`bundle`).
+
 A file without the ``#!lua`` line, a name that differs from the file, gaps in
 the numbering, or a missing RETURNS or ERRORS line is refused with
 :class:`ScriptContractError`. :meth:`Script.check` refuses a call whose key
@@ -44,10 +54,11 @@ from importlib import resources
 from echomq.core.errors import ScriptContractError
 from echomq.core.model import PROTOCOL
 
-__all__ = ["FLAGS", "Script", "bundle", "load", "parse", "protocol_table"]
+__all__ = ["FLAGS", "Script", "bundle", "check_includes", "load", "parse", "protocol_table"]
 
 _SLOT = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+): ")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$")
+_DEFINES = re.compile(r"^local (?:function )?(\w+)", re.M)
 # The shebang flags Valkey knows (https://valkey.io/topics/eval-intro/#eval-flags).
 FLAGS = frozenset({"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"})
 
@@ -121,16 +132,7 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
             slots[m.group(1)].append((int(m.group(2)), m.group(3) is not None, m.group(4)))
     keys, vk = _numbered("KEYS", slots["KEYS"], name)
     argv, va = _numbered("ARGV", slots["ARGV"], name)
-    body = []
-    for line in lines:
-        m = _INCLUDE.match(line)
-        if m:
-            if include is None or m.group(1) not in include:
-                raise ScriptContractError(f"{name}: unknown include {m.group(1)!r}")
-            body.append(include[m.group(1)].rstrip("\n"))
-        else:
-            body.append(line)
-    source = "\n".join(body) + "\n"
+    source = "\n".join(_expand(name, lines, include or {}, set(), ())) + "\n"
     return Script(
         name=name,
         source=source,
@@ -145,6 +147,62 @@ def parse(name: str, text: str, include: dict[str, str] | None = None) -> Script
         returns=_continued(header, "RETURNS"),
         errors=_continued(header, "ERRORS"),
     )
+
+
+def _expand(name: str, lines: list[str], include: dict[str, str], seen: set[str],
+            within: tuple[str, ...]) -> list[str]:
+    """``lines`` with each ``-- @include`` replaced by that include, itself expanded, the
+    first time it is named (``seen``: already pasted into this script); ``within``: the
+    includes being expanded around this one, to refuse a circle."""
+    out: list[str] = []
+    for line in lines:
+        m = _INCLUDE.match(line)
+        if not m:
+            out.append(line)
+            continue
+        helper = m.group(1)
+        if helper not in include:
+            raise ScriptContractError(f"{name}: unknown include {helper!r}")
+        if helper in within:
+            raise ScriptContractError(f"{name}: include circle {' -> '.join((*within, helper))}")
+        if helper in seen:
+            continue
+        seen.add(helper)
+        out += _expand(name, include[helper].rstrip("\n").splitlines(), include, seen, (*within, helper))
+    return out
+
+
+def _code(text: str) -> str:
+    """Lua text without comments and string literals (what a name check should read)."""
+    text = re.sub(r"--[^\n]*", "", text)
+    return re.sub(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"", "''", text)
+
+
+def check_includes(include: dict[str, str]) -> None:
+    """Refuse an include that calls another include's function without declaring it.
+
+    A name an include defines at its top level (``local function f``, ``local X =``) may
+    be used by another include only if that one declares it, directly or through the
+    includes it declares (``-- @include <helper>``); so an include never depends on
+    the order a script happens to name them in."""
+    owner = {n: helper for helper, text in include.items() for n in _DEFINES.findall(text)}
+    for helper, text in sorted(include.items()):
+        declared = {m.group(1) for m in map(_INCLUDE.match, text.splitlines()) if m}
+        unknown = sorted(declared - include.keys())
+        if unknown:
+            raise ScriptContractError(f"include/{helper}.lua: unknown include {unknown[0]!r}")
+        reach, todo = set(), list(declared)
+        while todo:
+            d = todo.pop()
+            if d not in reach:
+                reach.add(d)
+                todo += [m.group(1) for m in map(_INCLUDE.match, include[d].splitlines()) if m]
+        code = _code(text)
+        for n, where in sorted(owner.items()):
+            if where != helper and where not in reach and re.search(rf"\b{n}\b", code):
+                raise ScriptContractError(
+                    f"include/{helper}.lua uses {n} from include/{where}.lua but does not declare "
+                    f"'-- @include {where}'")
 
 
 def _flags(name: str, shebang: str) -> frozenset[str]:
@@ -200,6 +258,7 @@ def bundle() -> dict[str, Script]:
         for f in (root / "include").iterdir()
         if f.name.endswith(".lua")
     }
+    check_includes(include)
     if f"local PROTOCOL = '{PROTOCOL}'" not in include.get("fence", ""):
         raise ScriptContractError(f"lua/include/fence.lua must define PROTOCOL = '{PROTOCOL}'")
     scripts = {}

@@ -16,7 +16,7 @@ lane's order, stay in one shard), else of its id: ``crc16(key) % N``. Admission 
 per shard, so a resent id is a DUPLICATE when it comes with the same lane (as every
 resend does); the same id with another lane may land in another shard.
 
-Changing N is a drain-and-switch (:func:`echomq.client._async.sharded.reshard`): the old
+Changing N is a drain-and-switch (:func:`echomq.client._async.reshard.reshard`): the old
 shards must hold no live job; their meta then records :data:`RETIRED` as their protocol,
 so every script a stale client (one still built with the old N) runs on them is refused
 by the version fence, which the sharded queue reports as :class:`ShardCountMismatch`.

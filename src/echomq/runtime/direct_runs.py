@@ -2,7 +2,7 @@
 
 The consumer's path for a plain-function handler when it has no hooks and the attempt no
 handler timeout (docs/decisions/0025-direct-runs.md); every other attempt has a task of its
-own (:meth:`echomq.runtime.consumer.Consumer._run_one`). Per job the loop does no task, no future
+own (:meth:`echomq.runtime.task_runs.TaskRuns._run_one`). Per job the loop does no task, no future
 and no wake-up of its own: the lease goes to the threads' queue, the thread turns the
 handler's return value into its outcome, and the loop hears every outcome that landed
 meanwhile in one call (:meth:`DirectRuns.on_results`). A completion joins the drain

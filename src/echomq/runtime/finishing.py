@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from echomq.client._async.queue import AsyncQueue
 from echomq.client.replies import classify
+from echomq.core.backoff import BackoffDelays
 from echomq.core.model import Completion, Lease, RetryOutcome
 from echomq.core.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
 from echomq.runtime.ack_batcher import AckBatcher
@@ -49,7 +50,7 @@ async def record_outcome(queue: AsyncQueue, acks: AckBatcher, stats: ConsumerSta
     outlive is retried until ``lease_ms`` has passed or ``stopped()`` (a configuration
     error stopped the consumer); another error is raised."""
     q = queue
-    delay = 0.05
+    delays = BackoffDelays(0.05, 2.0)
     give_up = time.monotonic() + lease_ms / 1000
     while True:
         try:
@@ -94,5 +95,4 @@ async def record_outcome(queue: AsyncQueue, acks: AckBatcher, stats: ConsumerSta
                             name, lease.id, refusal.code)
                 return
             stats.errors += 1
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            await asyncio.sleep(next(delays))

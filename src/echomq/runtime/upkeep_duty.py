@@ -1,7 +1,7 @@
 """A consumer's share of its queue's upkeep: one beat of promote, reap and retention.
 
 Every beat each consumer of a queue races for the queue's upkeep token (``SET NX PX``
-for one beat, :meth:`echomq.AsyncUpkeep.take_token`); the one that gets it promotes due
+for one beat, :meth:`echomq.client._async.upkeep.AsyncUpkeep.take_token`); the one that gets it promotes due
 delayed jobs, reaps expired leases and, every ``trim_every`` of its beats, trims done
 and dead rows: no separate scheduler process. At ``maxmemory`` the token's ``SET`` is
 refused (OOM) while promote and reap are not (their scripts are ``allow-oom``), so every

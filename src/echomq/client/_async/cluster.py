@@ -35,6 +35,7 @@ from redis import exceptions as rex
 from echomq.client import _edge
 from echomq.client._async.connector import AsyncConnector, Call, Read, check_calls, is_transient
 from echomq.client._async.shard_subscription import ShardSubscription
+from echomq.core.backoff import BackoffDelays
 from echomq.core.cluster_url import Addr, parse_cluster_url
 from echomq.core.errors import EchoMQError, InvalidArgument, ServerUnavailable
 from echomq.protocol import keyspace
@@ -193,7 +194,7 @@ class AsyncClusterConnector:
     # ------------------------------------------------------------------ retries
     async def _retrying(self, op: Any, *args: Any) -> Any:
         deadline = time.monotonic() + self.retry_budget_s
-        delay = 0.02
+        delays = BackoffDelays(0.02, _MAX_DELAY, jitter=(0.5, 1.5))
         redirects = 0
         while True:
             try:
@@ -209,11 +210,10 @@ class AsyncClusterConnector:
                     raise
                 failure = exc
             self._stale = True
-            if time.monotonic() + delay > deadline:
+            if time.monotonic() + delays.step > deadline:
                 raise ServerUnavailable(
                     f"cluster unavailable for {self.retry_budget_s}s: {failure!r}") from failure
-            await asyncio.sleep(delay * (0.5 + _rng.random()))
-            delay = min(delay * 2, _MAX_DELAY)
+            await asyncio.sleep(next(delays))
 
     async def _asking(self, exc: rex.AskError, call: Call | None, read: Read = ()) -> Any:
         """One call (or plain command) on the node importing the slot, preceded by ASKING
@@ -337,7 +337,7 @@ class AsyncClusterConnector:
         acked: list[int] = [0] * len(calls)
         todo = list(range(len(calls)))
         deadline = time.monotonic() + self.retry_budget_s
-        delay = 0.02
+        delays = BackoffDelays(0.02, _MAX_DELAY, jitter=(0.5, 1.5))
         redirects = 0
         while todo:
             todo, failure = await self._round(calls, todo, out, acked, run)
@@ -349,11 +349,10 @@ class AsyncClusterConnector:
                     continue
                 failure = ServerUnavailable("too many cluster redirections")
             self._stale = True
-            if time.monotonic() + delay > deadline:
+            if time.monotonic() + delays.step > deadline:
                 raise ServerUnavailable(
                     f"cluster unavailable for {self.retry_budget_s}s: {failure!r}") from failure
-            await asyncio.sleep(delay * (0.5 + _rng.random()))
-            delay = min(delay * 2, _MAX_DELAY)
+            await asyncio.sleep(next(delays))
         return out, acked
 
     async def _round(self, calls: Sequence[Call], todo: list[int], out: list[Any],

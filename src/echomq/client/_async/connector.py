@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -30,13 +29,10 @@ from redis import exceptions as rex
 from echomq.client import _edge, _wire
 from echomq.client._async.seam import Read, WakeSubscription
 from echomq.client._async.wire import AsyncWire
+from echomq.core.backoff import BackoffDelays
 from echomq.core.errors import ServerUnavailable
 from echomq.protocol import Call
 from echomq.protocol.scripts import Script
-
-# Jitter from a generator of our own: a library never draws from (or perturbs) the
-# process-wide `random` state its users and their test tools rely on.
-_rng = random.Random()
 
 __all__ = ["AsyncConnector", "Call", "Read", "WakeSubscription", "is_transient"]
 
@@ -135,19 +131,18 @@ class AsyncConnector:
     # ------------------------------------------------------------ retries
     async def _retrying(self, op: Any, *args: Any) -> Any:
         deadline = time.monotonic() + self.retry_budget_s
-        delay = 0.02
+        delays = BackoffDelays(0.02, 1.0, jitter=(0.5, 1.5))
         while True:
             try:
                 return await op(*args)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                if time.monotonic() + delay > deadline:
+                if time.monotonic() + delays.step > deadline:
                     raise ServerUnavailable(
                         f"server unavailable for {self.retry_budget_s}s: {exc!r}"
                     ) from exc
-                await asyncio.sleep(delay * (0.5 + _rng.random()))
-                delay = min(delay * 2, 1.0)
+                await asyncio.sleep(next(delays))
 
     # ------------------------------------------------------------ the one send path
     async def _transmit(self, calls: Sequence[Call], reads: Sequence[Read], flush: int,

@@ -9,6 +9,7 @@
 -- gate_take(g, lane) -> true when one more lease fits (counted in g), else false with
 --   g.wait lowered to the ms until the first held token is due.
 -- gate_close(g): record the leases taken in the logs (the gate's only writes).
+-- @include now
 local function gate_open(meta, rate, lane_rate, lane_seen, now)
   local m = redis.call('HMGET', meta, 'paused', 'rate_max', 'rate_ms', 'lane_max', 'lane_ms')
   if m[1] ~= '1' and not m[2] and not m[4] then return {on = false, used = 0} end -- no gate

@@ -10,6 +10,8 @@
 -- held: the lease expires and reap re-exposes it. The claim gate (include/gate.lua, the
 -- queue's rate log at rate) holds a hand-off as it holds a claim: none from a paused or
 -- rate-limited queue (false, nothing written), and a job handed off takes a token.
+-- @include now
+-- @include gate
 local function handoff(parked, active, job, wake, id, payload, meta, rate)
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', parked, '-inf', '(' .. fmt(now)) -- registrations past expiry

@@ -13,6 +13,8 @@
 -- levels below it, and it ages: a waiting job is overtaken by at most AGE * (p - q) jobs
 -- of a higher level p per lane (its tag grows with vtime), so no level starves.
 -- Publishes the id on the shard channel when pending goes from empty to not.
+-- @include now
+-- @include age
 local function pend(pending, lanes, meta, wake, id, lane, head, job)
   local prio = tonumber(redis.call('HGET', job, 'prio') or '0')
   local score = 0
