@@ -10,6 +10,8 @@ are *return values*, never exceptions. Exceptions are for misuse and failures::
     │   └── Unavailable        a transient failure outlasted the retry bound
     ├── InvalidAmount          an amount or price that is not an integer in range
     │                          (also a ConfigurationError and a ValueError)
+    ├── InvalidSetting         a series setting that is not an integer in its range
+    │                          (also a ConfigurationError and a ValueError)
     └── MigrationError         the schema on the server disagrees with ours
 """
 
@@ -22,6 +24,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseError",
     "InvalidAmount",
+    "InvalidSetting",
     "MigrationError",
     "Reason",
     "Unavailable",
@@ -68,6 +71,16 @@ class InvalidAmount(ConfigurationError):
     """An amount or price that is not an ``int`` in range (bool, float, nan, inf,
     negative, zero where a positive is needed, or above the wallet's maximum).
     Raised before anything is written."""
+
+
+class InvalidSetting(ConfigurationError):
+    """A series setting (round length, price, rounds, start grant, daily top-up, gap) that
+    is not an ``int`` (bools refused) in its range; ``name`` says which. Raised before
+    anything is written."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class MigrationError(CodemojexError):

@@ -28,7 +28,7 @@ from codemojex.bot.ratebudget import BudgetOptions, apply_budget
 from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
 from codemojex.bot.webhook import WebhookServer, check_secret
 from codemojex.errors import ConfigurationError
-from codemojex.service import RoundPlan, Services, current_round, schedule
+from codemojex.service import RoundPlan, Services, series
 from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
 
 __all__ = ["BotApp", "BotSettings", "ensure_rounds"]
@@ -118,7 +118,5 @@ class BotApp:
 
 
 async def ensure_rounds(services: Services, plan: RoundPlan) -> str | None:
-    """Start a series of rounds unless one is being played now; the series id if started."""
-    if await current_round(services) is not None:
-        return None
-    return await schedule(services, plan)
+    """Resume the bot's one series (PostgreSQL keeps it); the series id if this started it."""
+    return await series.ensure_rounds(services, plan)

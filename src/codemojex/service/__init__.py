@@ -3,6 +3,7 @@
 guesses  ``submit``: validate, lock-merge, charge, admit (or one closed error, with its detail)
 players  ``start``, ``balance``, ``leaderboard``: the bot's other questions
 relay    admits guesses whose charge committed but whose admission did not happen
+series   the one series of rounds (settings, next round) in PostgreSQL: start/resume, pause
 rounds   series of rounds opened and closed by delayed jobs; close-and-settle; the
          current round and a round by id, read from the cache tier first
 codec    JSON payloads and derived (deterministic) job ids
@@ -24,6 +25,15 @@ from codemojex.service.rounds import (
     round_of,
     schedule,
 )
+from codemojex.service.series import (
+    SeriesSettings,
+    SeriesStatus,
+    kick,
+    pause_series,
+    resume_series,
+    series_status,
+    start_series,
+)
 
 __all__ = [
     "NOTIFY_QUEUE",
@@ -33,6 +43,8 @@ __all__ = [
     "Refusal",
     "Relay",
     "RoundPlan",
+    "SeriesSettings",
+    "SeriesStatus",
     "Services",
     "Started",
     "admit_guess",
@@ -41,12 +53,17 @@ __all__ = [
     "closed_key",
     "current_round",
     "derive_id",
+    "kick",
     "leaderboard",
     "open_round",
+    "pause_series",
     "relay_once",
+    "resume_series",
     "round_id",
     "round_of",
     "schedule",
+    "series_status",
     "start",
+    "start_series",
     "submit",
 ]

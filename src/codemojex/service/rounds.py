@@ -4,12 +4,17 @@ A *series* is ``count`` rounds of ``duration_ms`` each, ``gap_ms`` apart. Every 
 in it is derived (:func:`codemojex.service.codec.derive_id`) from the series id,
 so every step is idempotent under re-delivery:
 
-* ``schedule`` admits the open job of round 0.
-* The open job of round *i* creates the round (``create_round`` keeps the first
-  secret if it runs twice), writes it to the cache tier (best effort), admits the
-  round's close job delayed to its closing time, and the open job of round *i+1*
-  delayed to that time plus the gap. Both ids are derived, so a re-run admits
-  nothing new (DUPLICATE).
+* ``schedule`` records the series in PostgreSQL (its plan and its next round,
+  :mod:`codemojex.wallet.series`) and admits the open job of round 0.
+* The open job of round *i* runs the series' one opener (:func:`open_round`, under
+  the series' row lock): it creates round *i* only if it is the series' next round and
+  the series' open round (if any) is past its closing time (closing that one in the
+  same transaction), so two rounds of a series are never open together and a late or
+  repeated open job opens nothing twice. It then writes the round to the cache tier
+  (best effort), admits the round's close job delayed to its closing time, and the
+  open job of round *i+1* delayed to that time plus the gap. Both ids are derived, so
+  a re-run admits nothing new (DUPLICATE). The settings come from the series' row, so
+  a restart with new settings changes the rounds opened after it.
 * The close job (:func:`close_and_settle`) takes the one-shot ``SET NX`` on
   ``cm:<round>:closed`` (a re-run that finds it taken reads what an earlier run left
   there), closes the round in PostgreSQL (no charge can land after that commit), and
@@ -29,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from codemojex.domain import draw_secret
 from codemojex.domain.emoji import default_set
@@ -42,19 +47,21 @@ from codemojex.wallet import (
     Round,
     amount,
     close_round,
-    create_round,
     get_round,
     reads,
     settle_round,
 )
+from codemojex.wallet.series import NotYet, Opened, create_series, get_series, open_next
 from echomq import EchoMQError, ids
 
 __all__ = [
     "CLOSED_TTL_S",
+    "NotYet",
     "RoundPlan",
     "close_and_settle",
     "closed_key",
     "current_round",
+    "open_job_id",
     "open_round",
     "round_id",
     "round_of",
@@ -99,18 +106,23 @@ def closed_key(rid: str) -> str:
     return f"cm:{rid}:closed"
 
 
-def _open_job(series: str, index: int, plan: RoundPlan) -> OpenRound:
-    return OpenRound(series, round_id(series, index), index, plan.count, plan.duration_ms,
-                     plan.gap_ms, plan.price, plan.emoji_set)
+def open_job_id(rid: str, epoch: int = 0) -> str:
+    """The id of the open job of round ``rid`` (a resume of a paused series bumps ``epoch``)."""
+    return derive_id("JOB", "open" if epoch == 0 else f"open:{epoch}", rid)
 
 
 async def schedule(services: Services, plan: RoundPlan, *, delay_ms: int = 0,
                    series: str | None = None) -> str:
     """Start a series (``series``: an id chosen beforehand, so it can be recorded first):
-    admit the open job of its first round. Returns the series id."""
+    record it in PostgreSQL (named by its id) and admit the open job of its first round.
+    Returns the series id. Idempotent for a given ``series``."""
     series = series or ids.generate("SER")
-    job = _open_job(series, 0, plan)
-    await services.settlements.admit(derive_id("JOB", "open", job.round_id), encode(job), delay_ms=delay_ms)
+    await create_series(services.pool, series, name=series, round_ms=plan.duration_ms,
+                        gap_ms=plan.gap_ms, price=plan.price, rounds=plan.count, start_grant=0,
+                        daily_topup=0, emoji_set=plan.emoji_set)
+    job = OpenRound(series, round_id(series, 0), 0, plan.count, plan.duration_ms, plan.gap_ms,
+                    plan.price, plan.emoji_set)
+    await services.settlements.admit(open_job_id(job.round_id), encode(job), delay_ms=delay_ms)
     return series
 
 
@@ -118,31 +130,50 @@ def _ms_until(when: datetime) -> int:
     return max(0, int((when - datetime.now(UTC)).total_seconds() * 1000))
 
 
-async def open_round(services: Services, job: OpenRound) -> Round:
-    """Run an open job (idempotent): create the round, schedule its close and the next open."""
-    emoji_set = default_set(job.emoji_set)
+def _draw(set_id: str) -> tuple[str, ...]:
+    emoji_set = default_set(set_id)
     if emoji_set is None:
+        raise ConfigurationError(f"unknown emoji set {set_id!r}")
+    return tuple(draw_secret(emoji_set))
+
+
+async def open_round(services: Services, job: OpenRound) -> Round | NotYet | None:
+    """Run an open job (idempotent; see the module docstring). Returns the round of the
+    job's index, :class:`NotYet` while the series' open round has not reached its close
+    (run the job again then), or None when there is nothing to open (a paused or finished
+    series, or an index ahead of the series)."""
+    if default_set(job.emoji_set) is None:
         raise ConfigurationError(f"unknown emoji set {job.emoji_set!r}")
-    now = datetime.now(UTC)
-    await create_round(services.pool, job.round_id, emoji_set=job.emoji_set,
-                       secret=draw_secret(emoji_set), opens_at=now,
-                       closes_at=now + timedelta(milliseconds=job.duration_ms), guess_price=job.price)
-    rnd = await get_round(services.pool, job.round_id)
-    assert rnd is not None  # just created (or created by an earlier run)
+    if await get_series(services.pool, job.series) is None:
+        # An open job admitted before series lived in PostgreSQL: its plan starts the record.
+        await create_series(services.pool, job.series, name=job.series, round_ms=job.duration_ms,
+                            gap_ms=job.gap_ms, price=job.price, rounds=job.count or None,
+                            start_grant=0, daily_topup=0, emoji_set=job.emoji_set, next_index=job.index)
+    result = await open_next(services.pool, job.series, job.index, round_id=job.round_id, draw=_draw)
+    if isinstance(result, NotYet):
+        log.info("round %s of %s waits for the series' open round to close at %s", job.round_id,
+                 job.series, result.due.isoformat())
+        return result
+    if not isinstance(result, Opened):
+        log.info("round %s of %s not opened: the series is %s", job.round_id, job.series, result.reason)
+        return None
+    rnd, plan = result.round, result.series
     if services.cache is not None:
-        services.cache.put_round(rnd, current=True)
-        services.cache.put_emoji_set(emoji_set)
+        services.cache.put_round(rnd, current=rnd.state == "open")
+        emoji_set = default_set(rnd.emoji_set)
+        if emoji_set is not None:
+            services.cache.put_emoji_set(emoji_set)
     due = _ms_until(rnd.closes_at)
     await services.settlements.admit(derive_id("JOB", "close", rnd.id), encode(CloseRound(rnd.id)),
                                      delay_ms=due)
-    if job.index + 1 < job.count:
-        plan = RoundPlan(count=job.count, duration_ms=job.duration_ms, gap_ms=job.gap_ms,
-                         price=job.price, emoji_set=job.emoji_set)
-        nxt = _open_job(job.series, job.index + 1, plan)
-        await services.settlements.admit(derive_id("JOB", "open", nxt.round_id), encode(nxt),
-                                         delay_ms=due + job.gap_ms)
-    log.info("round %s (%d/%d of %s) open until %s", rnd.id, job.index + 1, job.count, job.series,
-             rnd.closes_at.isoformat())
+    if plan.rounds is None or job.index + 1 < plan.rounds:
+        nxt = OpenRound(job.series, round_id(job.series, job.index + 1), job.index + 1, plan.rounds or 0,
+                        plan.round_ms, plan.gap_ms, plan.price, plan.emoji_set)
+        await services.settlements.admit(open_job_id(nxt.round_id, plan.epoch), encode(nxt),
+                                         delay_ms=due + plan.gap_ms)
+    if result.created:
+        log.info("round %s (%d/%s of %s) open until %s", rnd.id, job.index + 1, plan.rounds or "∞",
+                 job.series, rnd.closes_at.isoformat())
     return rnd
 
 

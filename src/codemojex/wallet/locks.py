@@ -4,6 +4,8 @@ Every transaction that moves money or changes a round's state takes its row
 locks here and nowhere else (a test reads the wallet's sources and fails on any
 ``FOR UPDATE``/``FOR SHARE`` outside this module). The order is:
 
+0. **the series** (:func:`lock_series`, only the round opener takes it), ``FOR NO KEY
+   UPDATE``: openers of one series run one at a time; nothing else locks a series;
 1. **the round** (at most one per transaction): ``FOR SHARE`` for a charge, so
    one round's charges run side by side; ``FOR NO KEY UPDATE`` to close or
    settle it or to pay from it, so those wait for the charges in flight and
@@ -26,7 +28,7 @@ from typing import Any, Literal
 
 from psycopg import AsyncConnection
 
-__all__ = ["Conn", "Locked", "LockedRound", "lock"]
+__all__ = ["Conn", "Locked", "LockedRound", "lock", "lock_series"]
 
 Conn = AsyncConnection[tuple[Any, ...]]
 
@@ -82,3 +84,16 @@ async def lock(
         )
         balances = {str(i): int(b) for i, b in await cur.fetchall()}
     return Locked(locked_round, balances)
+
+
+async def lock_series(conn: Conn, series_id: str) -> tuple[object, ...] | None:
+    """Lock series ``series_id``'s row (the first lock of the opener's transaction) and
+    return ``SERIES_COLUMNS`` of it as the server sees it now, with the database clock
+    last; None if there is no such series. Then the opener may :func:`lock` a round."""
+    cur = await conn.execute(f"SELECT {SERIES_COLUMNS}, now() FROM series WHERE id = %s FOR NO KEY UPDATE",
+                             (series_id,))
+    return await cur.fetchone()
+
+
+SERIES_COLUMNS = ("id, name, state, round_ms, gap_ms, price, rounds, start_grant, daily_topup, emoji_set,"
+                  " next_index, epoch")

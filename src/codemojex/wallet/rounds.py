@@ -17,13 +17,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.payouts import ScoredGuess
 from codemojex.wallet.amounts import amount
-from codemojex.wallet.locks import lock
+from codemojex.wallet.locks import Conn, lock
 from codemojex.wallet.results import AlreadyScored, Scored, UnknownGuess
 from codemojex.wallet.tx import retried, transaction
 
 __all__ = [
     "ROUND_COLUMNS",
     "Round",
+    "close_locked",
     "close_round",
     "create_round",
     "get_round",
@@ -109,12 +110,18 @@ async def close_round(pool: AsyncConnectionPool, round_id: str) -> str | None:
             return None
         if rnd.state != "open":
             return rnd.state
-        await conn.execute(
-            "UPDATE rounds SET state = 'closed', pot = (SELECT coalesce(sum(amount), 0)"
-            " FROM ledger WHERE account = 'round:' || rounds.id) WHERE id = %s",
-            (round_id,),
-        )
+        await close_locked(conn, round_id)
         return "closed"
+
+
+async def close_locked(conn: Conn, round_id: str) -> None:
+    """Close open round ``round_id`` and fix its pot, in the caller's transaction, which
+    holds the round's lock in ``update`` mode (so the charges in flight have committed)."""
+    await conn.execute(
+        "UPDATE rounds SET state = 'closed', pot = (SELECT coalesce(sum(amount), 0)"
+        " FROM ledger WHERE account = 'round:' || rounds.id) WHERE id = %s AND state = 'open'",
+        (round_id,),
+    )
 
 
 @retried

@@ -2,7 +2,8 @@
 
 Two kinds of job, both delayed to their time and both idempotent (see
 :mod:`codemojex.service.rounds`): *open* creates a round and schedules its close
-and the next open; *close* takes the one-shot ``SET NX`` on ``cm:<round>:closed``,
+and the next open (one that runs early, before the series' open round closes, is
+deferred to that close); *close* takes the one-shot ``SET NX`` on ``cm:<round>:closed``,
 closes the round, and settles it once every charged guess is scored. While
 guesses are still unscored the job answers :class:`~echomq.core.outcomes.Defer`
 (no failure counted) and runs again ``RECHECK_MS`` later, but only until
@@ -19,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from codemojex.service.codec import BadPayload, CloseRound, decode_round_job
 from codemojex.service.context import SETTLE_QUEUE, Services
-from codemojex.service.rounds import close_and_settle, open_round
+from codemojex.service.rounds import NotYet, close_and_settle, open_round
 from codemojex.wallet import NotReady, get_round
 from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
@@ -47,7 +48,10 @@ class SettleWorker:
         except BadPayload as exc:
             return Backoff(error=f"bad payload: {exc}")
         if not isinstance(job, CloseRound):
-            await open_round(self.services, job)
+            opened = await open_round(self.services, job)
+            if isinstance(opened, NotYet):  # the series' open round closes first
+                wait = (opened.due - datetime.now(UTC)).total_seconds() * 1000
+                return Defer(delay_ms=max(RECHECK_MS, int(wait) + 1))
             return Ack()
         result = await close_and_settle(self.services, job.round_id)
         if isinstance(result, NotReady):
