@@ -47,7 +47,7 @@ class App:
         self.delivery = delivery or ConsoleDelivery(write=None)
         self.scorer = ScoreWorker(services)
         self.settler = SettleWorker(services)
-        self.notifier = NotifyWorker(self.delivery)
+        self.notifier = NotifyWorker(self.delivery, pool=services.pool)
         self.relay = Relay(services, interval_s=relay_interval_s, min_age_ms=relay_min_age_ms)
         self.reconciler = reconciler or Reconciler(services)
         # ``options`` overrides a consumer's options by child name (tests shorten backoffs).

@@ -21,7 +21,10 @@ from codemojex.errors import CodemojexError
 from echomq import clikit
 
 if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
     from rich.console import Console
+
+    from echomq import AsyncClusterConnector, AsyncConnector
 
 # What a verb needs beyond click (redis-py, asyncio, rich, psycopg) is imported inside
 # it, so a command refused for its arguments answers at once (test_cli_import.py).
@@ -35,6 +38,16 @@ class _Group(clikit.Group):
     expected = (*clikit.Group.expected, CodemojexError)
     expected_modules = (*clikit.Group.expected_modules, "psycopg.", "psycopg_pool")
     lazy = {"bot": "codemojex.bot.cli:bot"}  # noqa: RUF012 (aiogram is slow to import)
+
+
+_OPTIONS = ("players", "guesses", "rounds", "round_seconds", "price")
+
+
+def _given(ctx: click.Context, **flags: object) -> dict[str, object]:
+    """The options of ``play`` given on the command line (or the environment), by name."""
+    given = {name: ctx.params[name] for name in (*_OPTIONS, *flags)
+             if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)}
+    return given
 
 
 def _version() -> str:
@@ -78,6 +91,7 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
     from codemojex.datadir import DataDir
     from codemojex.errors import ConfigurationError, DatabaseError
     from codemojex.play import PlayOptions
+    from codemojex.resume import check_same_servers, differences, servers_in_use
     from codemojex.servers import started_servers
     from echomq import EchoMQError
 
@@ -91,6 +105,7 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
         game = data.unfinished()
         if resume and game is None:
             raise ConfigurationError(f"nothing to resume in {data.path}: no game in flight")
+        given = _given(click.get_current_context(), cluster=cluster, score_shards=score_shards)
         if game is not None:  # a game resumes where it was played: the same servers and queues
             kept = data.load().get("topology") or {}
             if cluster and kept.get("cluster") is False:
@@ -99,8 +114,13 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
             cluster = bool(kept.get("cluster", cluster))
             score_shards = kept.get("score_shards", score_shards)
         shards = (3 if cluster else 0) if score_shards is None else score_shards
-        if game is None:
-            data.update(topology={"cluster": cluster, "score_shards": shards})
+        where = servers_in_use(cluster=cluster)
+        if game is not None:
+            check_same_servers(data.load().get("where"), where)
+            for note in differences(given, game, data.load().get("topology") or {}):
+                console.print(f"resuming the game in flight with its own options: {note}")
+        else:
+            data.update(topology={"cluster": cluster, "score_shards": shards}, where=where)
         with started_servers(console, data, cluster=cluster) as (url, pg_url):
             ok = asyncio.run(_play(url, pg_url, opts, console, data, game, shards))
     except (ConfigurationError, DatabaseError, EchoMQError, OSError, TimeoutError) as exc:
@@ -153,28 +173,40 @@ async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, da
                 game: dict[str, object] | None, score_shards: int = 0) -> bool:
     from codemojex.datadir import DataDir
     from codemojex.pg import open_pool
-    from codemojex.play import PlayOptions, game_record
-    from codemojex.play import play as run
-    from codemojex.report import check_run, delivered_score_notes, print_report
-    from codemojex.service import Services
-    from codemojex.wallet import migrate
+    from codemojex.play import PlayOptions
+    from codemojex.wallet import reads
     from echomq import connect_async
 
     assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
     pool = await open_pool(pg_url, min_size=4, max_size=24)
     connector = connect_async(valkey_url)
     try:
-        await migrate(pool)
-        services = Services(pool, connector, score_shards=score_shards)
-        if score_shards:
-            console.print(f"scoring queue {services.scores.name}: {score_shards} shards")
-        _, tally, played = await run(services, opts, console, data=data, resume=game)
-        notes = await delivered_score_notes(services, tally.round_ids)
-        checks = await check_run(pool, tally.round_ids, score_notes=notes)
-        await print_report(pool, tally, checks, console)
-        if not (checks.unsettled or checks.unadmitted or checks.charged != checks.scored):
-            data.update(game=game_record(played, tally) | {"finished": True})  # nothing in flight
-        return checks.ok
+        with reads.retrying():  # every read of the run and its report rides out a restart
+            return await _play_on(pool, connector, opts, console, data, game, score_shards)
     finally:
         await connector.aclose()
         await pool.close()
+
+
+async def _play_on(pool: AsyncConnectionPool, connector: AsyncConnector | AsyncClusterConnector,
+                   opts: object, console: Console, data: object, game: dict[str, object] | None,
+                   score_shards: int) -> bool:
+    from codemojex.datadir import DataDir
+    from codemojex.play import PlayOptions, game_record
+    from codemojex.play import play as run
+    from codemojex.report import check_run, delivered_score_notes, print_report
+    from codemojex.service import Services
+    from codemojex.wallet import migrate, retry
+
+    assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
+    await retry(lambda: migrate(pool), what="migrate", pool=pool)
+    services = Services(pool, connector, score_shards=score_shards)
+    if score_shards:
+        console.print(f"scoring queue {services.scores.name}: {score_shards} shards")
+    _, tally, played = await run(services, opts, console, data=data, resume=game)
+    notes = await delivered_score_notes(services, tally.round_ids)
+    checks = await check_run(pool, tally.round_ids, score_notes=notes)
+    await print_report(pool, tally, checks, console)
+    if not (checks.unsettled or checks.unadmitted or checks.charged != checks.scored):
+        data.update(game=game_record(played, tally) | {"finished": True})  # nothing in flight
+    return checks.ok

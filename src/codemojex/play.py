@@ -35,12 +35,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from codemojex.app import App
 from codemojex.datadir import DataDir
 from codemojex.domain.emoji import default_set
-from codemojex.errors import ConfigurationError, Reason
+from codemojex.errors import ConfigurationError, DatabaseError, Reason
 from codemojex.report import Tally
-from codemojex.service import Admitted, RoundPlan, Services, derive_id, round_id, schedule, submit
+from codemojex.service import Admitted, RoundPlan, Services, derive_id, kick, round_id, schedule, submit
 from codemojex.service.codec import OpenRound, encode
 from codemojex.waiting import wait_for
 from codemojex.wallet import ensure_player, get_round, grant_start, reads
+from codemojex.wallet.series import get_series
 from echomq import ids
 
 __all__ = ["PlayOptions", "guess_id", "play", "run_players"]
@@ -158,6 +159,10 @@ def from_record(game: dict[str, object]) -> tuple[PlayOptions, Tally]:
 async def _readmit_next_open(services: Services, opts: PlayOptions, tally: Tally) -> None:
     """The open job of the first round not yet created, admitted again (its derived id makes
     this a DUPLICATE while the queue still holds it): a queue that lost it cannot stall the game."""
+    row = await get_series(services.pool, tally.series)
+    if row is not None:  # the series' own record says which round is next
+        await kick(services, row)
+        return
     for index, rid in enumerate(tally.round_ids):
         if await get_round(services.pool, rid) is None:
             p = _plan(opts)
@@ -219,8 +224,12 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
 
         async def refresh() -> None:
             while True:
-                scored = await reads.count_scored(services.pool, rids)
-                settled = await reads.count_settled(services.pool, rids)
+                try:
+                    scored = await reads.count_scored(services.pool, rids)
+                    settled = await reads.count_settled(services.pool, rids)
+                except DatabaseError:  # the bars wait for the database like everything else
+                    await asyncio.sleep(0.2)
+                    continue
                 bars.update(t_sub, completed=tally.submitted)
                 bars.update(t_score, completed=scored, total=max(tally.admitted, scored))
                 bars.update(t_round, completed=settled)

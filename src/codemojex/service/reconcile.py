@@ -130,7 +130,7 @@ async def _renotify(services: Services, after: tuple[datetime, str] | None, min_
     jobs = await asyncio.gather(*(services.notifications.job(note_id(r[0])) for r in rows))
     lost = [r for r, job in zip(rows, jobs, strict=True) if job is None]
     if lost:
-        items = [(note_id(g), score_note(r, p, e, s), p) for g, r, p, e, s, _ in lost]
+        items = [(note_id(g), score_note(r, p, e, s, g), p) for g, r, p, e, s, _ in lost]
         verdicts = await services.notifications.admit_many(items, serial=True)
         log.warning("reconcile: %d score notifications were lost; admitted again", len(lost))
         failed = [v for v in verdicts if isinstance(v, Exception)]

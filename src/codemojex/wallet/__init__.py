@@ -29,7 +29,14 @@ from codemojex.wallet.money import (
     round_account,
     start_ref,
 )
-from codemojex.wallet.pending import PendingGuess, StoredGuess, get_guess, mark_admitted, unadmitted
+from codemojex.wallet.pending import (
+    PendingGuess,
+    StoredGuess,
+    get_guess,
+    mark_admitted,
+    mark_notified,
+    unadmitted,
+)
 from codemojex.wallet.players import balance, ensure_player
 from codemojex.wallet.results import (
     AlreadyApplied,
@@ -111,6 +118,7 @@ __all__ = [
     "lock",
     "locked_positions",
     "mark_admitted",
+    "mark_notified",
     "migrate",
     "pay",
     "pay_locked",

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from codemojex.wallet.tx import retried, transaction
 
-__all__ = ["PendingGuess", "StoredGuess", "get_guess", "mark_admitted", "unadmitted"]
+__all__ = ["PendingGuess", "StoredGuess", "get_guess", "mark_admitted", "mark_notified", "unadmitted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +80,13 @@ async def get_guess(pool: AsyncConnectionPool, guess_id: str) -> StoredGuess | N
         return None
     i, r, p, e, c, a = row
     return StoredGuess(str(i), str(r), str(p), tuple(e), int(c), bool(a))
+
+
+@retried
+async def mark_notified(pool: AsyncConnectionPool, guess_id: str) -> bool:
+    """Stamp the delivery of ``guess_id``'s score notification (the first one counts).
+    True if this call stamped it."""
+    async with transaction(pool) as conn:
+        cur = await conn.execute("UPDATE guesses SET notified_at = now() WHERE id = %s"
+                                 " AND notified_at IS NULL RETURNING id", (guess_id,))
+        return await cur.fetchone() is not None

@@ -3,14 +3,21 @@
 The bot (the round being played, the leaderboard), the reconciler (what to repair),
 the simulation and its report (progress, the run's checks, the tables it prints),
 the dashboard page and the chaos run read PostgreSQL only through these functions.
-Each is one read-only statement on a pooled connection, tried once (a caller that
-loops, such as the reconciler or a progress bar, is the retry): a transient failure
+Each is one read-only statement on a pooled connection, tried once by default (a caller
+that loops, such as the reconciler or a progress bar, is the retry): a transient failure
 raises :class:`~codemojex.errors.Unavailable`, any other ``psycopg`` error
 :class:`~codemojex.errors.DatabaseError`, so no ``psycopg`` exception type leaves here.
+Inside :func:`retrying` (``codemojex play`` and its report run there) every read is
+retried like a write, within the same bound (the wallet's retry policy, 30 s by
+default): a PostgreSQL restart costs a reconnect, not the run. :func:`ping` is always
+tried once (it asks whether the database answers *now*).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -18,10 +25,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.payouts import Payout, ScoredGuess
 from codemojex.wallet.rounds import ROUND_COLUMNS, Round, round_from_row
-from codemojex.wallet.tx import RetryPolicy, retry
+from codemojex.wallet.tx import RetryPolicy, current_policy, retry
 
 __all__ = [
     "admitted_unscored",
+    "count_notified",
     "count_scored",
     "count_settled",
     "current_round",
@@ -34,6 +42,7 @@ __all__ = [
     "overdue_rounds",
     "ping",
     "player_board",
+    "retrying",
     "round_guesses",
     "round_summary",
     "round_tally",
@@ -44,16 +53,33 @@ __all__ = [
 ]
 
 ONCE = RetryPolicy(deadline_s=0)  # one attempt: the first transient failure is Unavailable
+_reads: ContextVar[RetryPolicy] = ContextVar("codemojex_read_policy", default=ONCE)
+
+
+@contextlib.contextmanager
+def retrying(policy: RetryPolicy | None = None) -> Iterator[RetryPolicy]:
+    """Retry every read made in this context (tasks started inside inherit it) under
+    ``policy``, by default the one wallet writes use here (:func:`~.tx.retry_policy`)."""
+    token = _reads.set(policy or current_policy())
+    try:
+        yield _reads.get()
+    finally:
+        _reads.reset(token)
 
 
 async def _rows(pool: AsyncConnectionPool, sql: str, args: tuple[Any, ...] = (), *,
-                what: str) -> list[tuple[Any, ...]]:
+                what: str, policy: RetryPolicy | None = None) -> list[tuple[Any, ...]]:
     async def run() -> list[tuple[Any, ...]]:
-        async with pool.connection() as conn:
+        async with pool.connection(timeout=_checkout_s(pool)) as conn:
             cur = await conn.execute(sql, args)
             return list(await cur.fetchall())
 
-    return await retry(run, what=what, policy=ONCE, pool=pool)
+    return await retry(run, what=what, policy=policy or _reads.get(), pool=pool)
+
+
+def _checkout_s(pool: AsyncConnectionPool) -> float:
+    """A retried read waits for a pooled connection no longer than one write attempt does."""
+    return min(pool.timeout, _reads.get().checkout_s) if _reads.get() is not ONCE else pool.timeout
 
 
 async def _one(pool: AsyncConnectionPool, sql: str, args: tuple[Any, ...] = (), *, what: str) -> Any:
@@ -80,7 +106,7 @@ async def leaderboard(pool: AsyncConnectionPool, limit: int = 10) -> list[tuple[
 # ---------------------------------------------------------------- the reconciler
 async def ping(pool: AsyncConnectionPool) -> None:
     """Does PostgreSQL answer? Raises :class:`~codemojex.errors.DatabaseError` if not."""
-    await _rows(pool, "SELECT 1", what="ping")
+    await _rows(pool, "SELECT 1", what="ping", policy=ONCE)
 
 
 async def database_now(pool: AsyncConnectionPool) -> datetime:
@@ -134,6 +160,13 @@ async def open_round_among(pool: AsyncConnectionPool, round_ids: list[str]) -> s
     rid = await _one(pool, "SELECT id FROM rounds WHERE id = ANY(%s) AND state = 'open' AND closes_at > now()"
                      " ORDER BY opens_at DESC LIMIT 1", (round_ids,), what="open_round_among")
     return None if rid is None else str(rid)
+
+
+async def count_notified(pool: AsyncConnectionPool, round_ids: list[str]) -> int:
+    """Scored guesses of ``round_ids`` whose score notification was delivered (stamped)."""
+    return int(await _one(pool, "SELECT count(*) FROM guesses WHERE round_id = ANY(%s)"
+                          " AND score IS NOT NULL AND notified_at IS NOT NULL", (round_ids,),
+                          what="count_notified") or 0)
 
 
 async def scored_guess_ids(pool: AsyncConnectionPool, round_ids: list[str]) -> list[str]:

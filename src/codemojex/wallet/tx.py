@@ -46,6 +46,7 @@ __all__ = [
     "RetryPolicy",
     "RetryStats",
     "connection_lost",
+    "current_policy",
     "retried",
     "retry",
     "retry_policy",
@@ -79,6 +80,11 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 _policy: ContextVar[RetryPolicy] = ContextVar("codemojex_retry_policy", default=DEFAULT_POLICY)
 _deadline: ContextVar[float | None] = ContextVar("codemojex_retry_deadline", default=None)
+
+
+def current_policy() -> RetryPolicy:
+    """The retry policy wallet calls use in this context."""
+    return _policy.get()
 
 
 @contextlib.contextmanager

@@ -18,8 +18,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
 
+from psycopg_pool import AsyncConnectionPool
+
+from codemojex.errors import DatabaseError
 from codemojex.service.codec import BadPayload, Note, decode_note
 from codemojex.service.context import NOTIFY_QUEUE
+from codemojex.wallet import mark_notified
 from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
 __all__ = [
@@ -86,8 +90,13 @@ class ConsoleDelivery:
 
 
 class NotifyWorker:
-    def __init__(self, delivery: Delivery) -> None:
+    """``pool``: stamp each delivered score note on its guess (``notified_at``), the record
+    the run's audit counts; a stamp that fails past the wallet's bound backs off, and the
+    note is sent again (delivery is at-least-once anyway)."""
+
+    def __init__(self, delivery: Delivery, *, pool: AsyncConnectionPool | None = None) -> None:
         self.delivery = delivery
+        self.pool = pool
 
     async def handle(self, lease: Lease) -> Outcome:
         try:
@@ -96,6 +105,11 @@ class NotifyWorker:
             return Backoff(error=f"bad payload: {exc}")
         result = await self.delivery.deliver(lease.id, note)
         if isinstance(result, Delivered):
+            if self.pool is not None and note.kind == "score" and note.guess:
+                try:
+                    await mark_notified(self.pool, note.guess)
+                except DatabaseError as exc:
+                    return Backoff(error=f"delivered, not stamped: {exc}")
             return Ack()
         if isinstance(result, RateLimited):
             return Defer(delay_ms=max(1, result.retry_after_ms))

@@ -64,6 +64,6 @@ class ScoreWorker:
         # On the player's serial lane, like the bot's replies: a score never overtakes
         # the "accepted" reply to the same guess.
         await self.services.notifications.admit(
-            note_id(lease.id), score_note(job.round_id, job.player, job.emojis, stored.score),
+            note_id(lease.id), score_note(job.round_id, job.player, job.emojis, stored.score, lease.id),
             lane=job.player, serial=True)
         return Ack()
