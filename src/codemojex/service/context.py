@@ -14,13 +14,14 @@ from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, AsyncShard
 if TYPE_CHECKING:
     from codemojex.cache import CacheTier
 
-__all__ = ["NOTIFY_QUEUE", "SCORE_QUEUE", "SETTLE_QUEUE", "Services"]
+__all__ = ["COMMANDS_QUEUE", "NOTIFY_QUEUE", "SCORE_QUEUE", "SETTLE_QUEUE", "Services"]
 
 # The queues and their beat and lease: docs/architecture.md, the supervision tree of the game.
 
 SCORE_QUEUE = "cm"  # one lane per player; scoring (beat 100 ms, lease 10 s)
 SETTLE_QUEUE = "cm-settle"  # round open/close jobs, delayed to their time (100 ms / 10 s)
 NOTIFY_QUEUE = "cm.notify"  # notifications to players (50 ms / 15 s)
+COMMANDS_QUEUE = "cm.commands"  # the bot's inbound commands (100 ms / 10 s; codemojex.bot.ingress)
 
 
 class Services:
@@ -50,3 +51,4 @@ class Services:
             if score_shards else AsyncQueue(connector, SCORE_QUEUE + suffix))
         self.settlements = AsyncQueue(connector, SETTLE_QUEUE + suffix)
         self.notifications = AsyncQueue(connector, NOTIFY_QUEUE + suffix)
+        self.commands = AsyncQueue(connector, COMMANDS_QUEUE + suffix)  # the bot's, when it runs

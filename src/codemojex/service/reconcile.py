@@ -1,4 +1,5 @@
-"""The reconciler: every round settles without a person (issue 12, item 2).
+"""The reconciler: every round settles and every job of the game is seen to, without a person
+(issue 12, item 2; issue 25, item 3).
 
 PostgreSQL is the truth of the game; the queues only carry work towards it. A
 supervised child of the app (:class:`Reconciler`) compares the two every
@@ -7,30 +8,38 @@ supervised child of the app (:class:`Reconciler`) compares the two every
 1. **Is the cause gone?** One ``SELECT 1`` on the pool. While PostgreSQL does not
    answer, the pass does nothing (requeueing work that needs the database would
    only kill it again).
-2. **Dead game jobs are requeued** on ``cm``, ``cm-settle`` and ``cm.notify``
-   (a scoring job dies after five failures: a PostgreSQL outage of some fifteen
-   seconds is enough). Each job is requeued at most ``max_requeues`` times per
-   reconciler; one that keeps dying stays dead, logged, and the audit sees its
-   round stuck.
+2. **Dead jobs are requeued** on every game queue: ``cm``, ``cm-settle``, ``cm.notify``
+   and ``cm.commands`` (a ``/start`` that died in an outage is answered after it). The
+   dead set is read in pages from a cursor that moves on past the jobs left dead, so
+   what the reconciler gave up on never hides newer deaths, and a pass reads at most
+   ``pages`` pages per queue (the next pass goes on from there; past the end it starts
+   over). Each job is requeued at most ``max_requeues`` times; the count and the
+   give-up live in PostgreSQL (:mod:`codemojex.wallet.repairs`), so a restart neither
+   forgets nor starts over. A give-up is logged once at ERROR with the queue, the job
+   id and its last error, and counted (:func:`gave_up_counts`, :meth:`Reconciler.metrics`).
 3. **Charged guesses with no live job are re-admitted.** An unscored guess
    older than ``min_age_s`` whose job row is gone (a failover lost it, or a
    Valkey restart without its AOF) is admitted again under its own id onto its
-   player's serial lane. Guesses not yet admitted at all are the relay's.
+   player's serial lane. Guesses not yet admitted at all are the relay's. Read in
+   pages by id from a cursor.
 4. **Every score is notified.** Each guess scored at least ``min_age_s`` ago, and
    since the reconciler's first pass, whose score notification job does not exist
    (a failover lost the last acknowledged admissions) gets it admitted again,
-   under the same derived id. Each scored guess is checked once. (Before the
-   first pass the queue covers it: a scoring job is acked only after its
-   notification is admitted, so a crash in between re-runs the job.)
+   under the same derived id. Each scored guess is checked once (a watermark).
 5. **Every round past its closing time is driven to settled.** A round still
    open or closed ``grace_s`` after ``closes_at`` is closed and settled here with
    :func:`~codemojex.service.rounds.close_and_settle` (idempotent: the same
    call the close job makes, so the two may race harmlessly). A round whose
-   guesses are not all scored yet is left to the next pass.
+   guesses are not all scored yet is left to a later pass; the rounds are read in
+   pages from a (closes_at, id) cursor, so such a round never hides the ones after it.
+6. **The round opener never stops.** Every running series gets the open job of its
+   next round admitted again under its derived id (:func:`~codemojex.service.series.kick`:
+   a DUPLICATE while the queue holds it), so a lost open job is only a delay.
 
 Everything a pass does is idempotent (requeue re-checks each job, admission
 refuses a duplicate id, settlement pays each winner once under a unique ledger
-ref), so any number of reconcilers may run, in any number of processes.
+ref, the opener opens a series' next round once), so any number of reconcilers may
+run, in any number of processes.
 """
 
 from __future__ import annotations
@@ -47,10 +56,14 @@ from codemojex.errors import DatabaseError
 from codemojex.service.codec import GuessJob, encode, note_id, score_note
 from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle
-from codemojex.wallet import NotReady, reads
+from codemojex.service.series import kick
+from codemojex.wallet import NotReady, reads, repairs
+from codemojex.wallet.series import running_series
 from echomq import AsyncQueue, AsyncShardedQueue, EchoMQError, Verdict
+from echomq.model import JobView
 
-__all__ = ["Pass", "Reconciler", "reconcile_once", "requeue_dead_ids"]
+__all__ = ["Cursor", "GaveUp", "Pass", "Reconciler", "gave_up_counts", "queues", "reconcile_once",
+           "requeue_dead_ids"]
 
 log = logging.getLogger("codemojex.reconcile")
 
@@ -67,6 +80,28 @@ class Pass:
     waiting: int = 0  # overdue rounds still waiting for scores
     renotified: int = 0  # score notifications that were lost, admitted again
     notes_checked: tuple[datetime, str] | None = None  # (scored_at, id) of the last guess checked
+    gave_up: list[GaveUp] = field(default_factory=list)  # dead jobs given up on by this pass
+    kicked: int = 0  # open jobs of running series that were missing, admitted again
+
+
+@dataclass(frozen=True, slots=True)
+class GaveUp:
+    """A dead job the reconciler stopped requeueing: its queue, its id, its last error."""
+
+    queue: str
+    job_id: str
+    cause: str
+
+
+@dataclass(slots=True)
+class Cursor:
+    """Where each paged scan of the reconciler goes on from (a pass reads a bounded number of
+    pages; the next pass continues; past the end a scan starts over)."""
+
+    dead: dict[str, int] = field(default_factory=dict)  # offset into each queue's dead set
+    unscored: str = ""  # the last guess id checked
+    overdue: tuple[datetime, str] | None = None  # (closes_at, id) of the last round seen
+    series: str = ""  # the last series id kicked
 
 
 async def requeue_dead_ids(queue: AsyncQueue | AsyncShardedQueue, job_ids: list[str]) -> int:
@@ -86,24 +121,48 @@ async def _database_up(services: Services) -> bool:
     return True
 
 
-async def _requeue(queue: AsyncQueue | AsyncShardedQueue, counts: Counter[str], max_requeues: int,
-                   limit: int) -> int:
-    dead = [v.id for v in await queue.browse("dead", limit=limit)]
-    due = [i for i in dead if counts[i] < max_requeues]
-    for i in dead:
-        if counts[i] == max_requeues:
-            counts[i] += 1  # log once
-            log.error("reconcile: %s job %s died %d times after requeues; left dead", queue.name, i,
-                      max_requeues + 1)
-    moved = await requeue_dead_ids(queue, due)
-    counts.update(due)
+def _cause(view: JobView) -> str:
+    return view.row.get("error", b"").decode(errors="replace")[:500] or "no error recorded"
+
+
+async def _requeue(services: Services, queue: AsyncQueue | AsyncShardedQueue, cursor: Cursor,
+                   max_requeues: int, page: int, pages: int, gave_up: list[GaveUp]) -> int:
+    """Requeue the dead jobs of ``queue`` still under their bound, ``pages`` pages from the cursor."""
+    offset, moved = cursor.dead.get(queue.name, 0), 0
+    for _ in range(pages):
+        views = await queue.browse("dead", offset=offset, limit=page)
+        seen = await repairs.requeue_counts(services.pool, queue.name, [v.id for v in views]) if views else {}
+        due, hopeless, kept = [], [], 0
+        for v in views:
+            count, done = seen.get(v.id, (0, False))
+            if done or count >= max_requeues:
+                kept += 1  # stays dead: the next page starts after it
+                if not done:
+                    hopeless.append((v.id, _cause(v)))
+            else:
+                due.append(v.id)
+        if hopeless:
+            for job_id in await repairs.give_up(services.pool, queue.name, hopeless):
+                cause = dict(hopeless)[job_id]
+                gave_up.append(GaveUp(queue.name, job_id, cause))
+                log.error("reconcile: gave up on %s job %s after %d requeues: %s", queue.name, job_id,
+                          max_requeues, cause)
+        if due:
+            await repairs.count_requeues(services.pool, queue.name, due)
+            moved += await requeue_dead_ids(queue, due)
+        offset += kept
+        if len(views) < page:
+            offset = 0  # the end of the dead set: the next scan starts over
+            break
+    cursor.dead[queue.name] = offset
     if moved:
         log.warning("reconcile: requeued %d dead jobs on %s", moved, queue.name)
     return moved
 
 
-async def _readmit(services: Services, min_age_s: float, limit: int) -> int:
-    rows = await reads.admitted_unscored(services.pool, min_age_s, limit)
+async def _readmit(services: Services, cursor: Cursor, min_age_s: float, limit: int) -> int:
+    rows = await reads.admitted_unscored(services.pool, min_age_s, limit, after=cursor.unscored)
+    cursor.unscored = rows[-1][0] if len(rows) == limit else ""  # a short page: start over next time
     if not rows:
         return 0
     jobs = await asyncio.gather(*(services.scores.job(r[0]) for r in rows))
@@ -139,29 +198,61 @@ async def _renotify(services: Services, after: tuple[datetime, str] | None, min_
     return len(lost), (rows[-1][5], rows[-1][0])
 
 
-async def reconcile_once(services: Services, *, counts: Counter[str] | None = None,
-                         notes_after: tuple[datetime, str] | None = None,
-                         min_age_s: float = 5.0, grace_s: float = 5.0, max_requeues: int = 3,
-                         limit: int = 500) -> Pass:
-    """One pass (see the module docstring). ``counts`` remembers requeues between passes,
-    ``notes_after`` the last guess whose notification was checked (:attr:`Pass.notes_checked`)."""
-    done = Pass()
-    if not await _database_up(services):
-        return done
-    done.database_up = True
-    counts = Counter() if counts is None else counts
-    for queue in (services.scores, services.settlements, services.notifications):
-        done.requeued += await _requeue(queue, counts, max_requeues, limit)
-    done.readmitted = await _readmit(services, min_age_s, limit)
-    done.renotified, done.notes_checked = await _renotify(services, notes_after, min_age_s, limit)
-    for rid in await reads.overdue_rounds(services.pool, grace_s, limit):
+async def _settle_overdue(services: Services, cursor: Cursor, grace_s: float, limit: int,
+                          done: Pass) -> None:
+    rows = await reads.overdue_rounds(services.pool, grace_s, limit, after=cursor.overdue)
+    cursor.overdue = (rows[-1][1], rows[-1][0]) if len(rows) == limit else None
+    for rid, _ in rows:
         result = await close_and_settle(services, rid)
         if isinstance(result, NotReady):
             done.waiting += 1
         elif result is not None:
             done.settled.append(str(rid))
             log.warning("reconcile: settled overdue round %s", rid)
+
+
+async def _kick_series(services: Services, cursor: Cursor, limit: int) -> int:
+    rows = await running_series(services.pool, after=cursor.series, limit=limit)
+    cursor.series = rows[-1].id if len(rows) == limit else ""
+    kicked = 0
+    for row in rows:
+        if await kick(services, row):
+            kicked += 1
+            log.warning("reconcile: series %s had no open job for round %d; admitted it again", row.id,
+                        row.next_index)
+    return kicked
+
+
+def queues(services: Services) -> tuple[AsyncQueue | AsyncShardedQueue, ...]:
+    """Every queue of the game the reconciler repairs."""
+    return (services.scores, services.settlements, services.notifications, services.commands)
+
+
+async def reconcile_once(services: Services, *, cursor: Cursor | None = None,
+                         notes_after: tuple[datetime, str] | None = None,
+                         min_age_s: float = 5.0, grace_s: float = 5.0, max_requeues: int = 3,
+                         limit: int = 200, pages: int = 5) -> Pass:
+    """One pass (see the module docstring). ``cursor`` carries the paged scans between passes,
+    ``notes_after`` the last guess whose notification was checked (:attr:`Pass.notes_checked`);
+    ``limit`` is a page's size, ``pages`` how many pages of dead jobs a pass reads per queue."""
+    done = Pass()
+    if not await _database_up(services):
+        return done
+    done.database_up = True
+    cursor = Cursor() if cursor is None else cursor
+    for queue in queues(services):
+        done.requeued += await _requeue(services, queue, cursor, max_requeues, limit, pages, done.gave_up)
+    done.readmitted = await _readmit(services, cursor, min_age_s, limit)
+    done.renotified, done.notes_checked = await _renotify(services, notes_after, min_age_s, limit)
+    await _settle_overdue(services, cursor, grace_s, limit, done)
+    done.kicked = await _kick_series(services, cursor, limit)
     return done
+
+
+async def gave_up_counts(services: Services) -> dict[str, int]:
+    """How many dead jobs the reconciler gave up on, by queue, across processes and restarts
+    (from PostgreSQL; for a metric such as ``codemojex_reconcile_gave_up_total{queue}``)."""
+    return await repairs.given_up(services.pool)
 
 
 class Reconciler:
@@ -174,21 +265,31 @@ class Reconciler:
         self.min_age_s = min_age_s
         self.grace_s = grace_s
         self.max_requeues = max_requeues
-        self.counts: Counter[str] = Counter()
+        self.cursor = Cursor()
         self.notes_checked: tuple[datetime, str] | None = None
         self.renotified = 0
         self.passes = 0
         self.requeued = 0
         self.readmitted = 0
+        self.kicked = 0
         self.settled: list[str] = []
+        self.gave_up: Counter[str] = Counter()  # by queue, by this process
         self.last_pass_at = 0.0
         self._stopping = asyncio.Event()
+
+    def metrics(self) -> dict[str, int]:
+        """What this reconciler did since it started, by action (for a Prometheus counter
+        ``codemojex_reconcile_actions_total{action}``); give-ups by queue, all processes and
+        restarts included, come from :func:`gave_up_counts`."""
+        return {"passes": self.passes, "requeued": self.requeued, "readmitted": self.readmitted,
+                "renotified": self.renotified, "settled": len(self.settled), "kicked": self.kicked,
+                "gave_up": sum(self.gave_up.values())}
 
     async def run(self) -> None:
         self._stopping.clear()
         while not self._stopping.is_set():
             try:
-                done = await reconcile_once(self.services, counts=self.counts,
+                done = await reconcile_once(self.services, cursor=self.cursor,
                                             notes_after=self.notes_checked, min_age_s=self.min_age_s,
                                             grace_s=self.grace_s, max_requeues=self.max_requeues)
                 if done.database_up:
@@ -197,7 +298,9 @@ class Reconciler:
                 self.passes += 1
                 self.requeued += done.requeued
                 self.readmitted += done.readmitted
+                self.kicked += done.kicked
                 self.settled += done.settled
+                self.gave_up.update(g.queue for g in done.gave_up)
                 self.last_pass_at = time.monotonic()
             except (OSError, EchoMQError, DatabaseError) as exc:
                 log.warning("reconcile pass failed (%r); next pass in %.1fs", exc, self.interval_s)

@@ -115,13 +115,15 @@ async def database_now(pool: AsyncConnectionPool) -> datetime:
     return now
 
 
-async def admitted_unscored(pool: AsyncConnectionPool, min_age_s: float,
-                            limit: int) -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """Guesses admitted over ``min_age_s`` ago and still unscored: (id, round, player, emojis)."""
+async def admitted_unscored(pool: AsyncConnectionPool, min_age_s: float, limit: int, *,
+                            after: str = "") -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """Guesses admitted over ``min_age_s`` ago and still unscored, with an id above ``after``
+    (a cursor: the last id of the page before), by id: (id, round, player, emojis)."""
     rows = await _rows(pool, """
         SELECT id, round_id, player_id, emojis FROM guesses
         WHERE score IS NULL AND admitted_at IS NOT NULL AND created_at < now() - make_interval(secs => %s)
-        ORDER BY id LIMIT %s""", (min_age_s, limit), what="admitted_unscored")
+          AND id > %s
+        ORDER BY id LIMIT %s""", (min_age_s, after, limit), what="admitted_unscored")
     return [(str(i), str(r), str(p), tuple(e)) for i, r, p, e in rows]
 
 
@@ -136,12 +138,18 @@ async def scored_after(pool: AsyncConnectionPool, after: tuple[datetime, str], m
     return [(str(i), str(r), str(p), tuple(e), int(s), at) for i, r, p, e, s, at in rows]
 
 
-async def overdue_rounds(pool: AsyncConnectionPool, grace_s: float, limit: int) -> list[str]:
-    """Rounds not settled whose closing time passed over ``grace_s`` ago, oldest first."""
+async def overdue_rounds(pool: AsyncConnectionPool, grace_s: float, limit: int, *,
+                         after: tuple[datetime, str] | None = None) -> list[tuple[str, datetime]]:
+    """Rounds not settled whose closing time passed over ``grace_s`` ago, oldest first, after
+    the (closes_at, id) cursor ``after``: (id, closes_at)."""
     rows = await _rows(pool, """
-        SELECT id FROM rounds WHERE state <> 'settled' AND closes_at < now() - make_interval(secs => %s)
-        ORDER BY closes_at LIMIT %s""", (grace_s, limit), what="overdue_rounds")
-    return [str(r[0]) for r in rows]
+        SELECT id, closes_at FROM rounds
+        WHERE state <> 'settled' AND closes_at < now() - make_interval(secs => %s)
+          AND (%s::timestamptz IS NULL OR (closes_at, id) > (%s::timestamptz, %s))
+        ORDER BY closes_at, id LIMIT %s""",
+                       (grace_s, *((after[0], after[0], after[1]) if after else (None, None, "")), limit),
+                       what="overdue_rounds")
+    return [(str(r[0]), r[1]) for r in rows]
 
 
 # ---------------------------------------------------------------- a run and its report
