@@ -59,8 +59,7 @@ from codemojex.service.rounds import close_and_settle
 from codemojex.service.series import kick
 from codemojex.wallet import NotReady, reads, repairs
 from codemojex.wallet.series import running_series
-from echomq import AsyncQueue, AsyncShardedQueue, EchoMQError, Verdict
-from echomq.model import JobView
+from echomq import AsyncQueue, AsyncShardedQueue, EchoMQError, JobView, Verdict
 
 __all__ = ["Cursor", "GaveUp", "Pass", "Reconciler", "gave_up_counts", "queues", "reconcile_once",
            "requeue_dead_ids"]
