@@ -27,8 +27,14 @@
   being played; ``tests/codemojex/test_cache_reads.py`` counts the PostgreSQL
   transactions a guess saves. A round is cached whole (secret included: the scorer
   needs it while the round is open; players reach Valkey only through the bot, which
-  never shows an open round's secret). The ``current`` entry is the last round
-  opened; a reader takes it only while it is open by the clock, else asks PostgreSQL.
+  never shows an open round's secret).
+* **A cached secret is checked.** :meth:`CacheTier.verified_round` (the scorer's read)
+  compares the cached secret's hash with the hash the round's row keeps in PostgreSQL
+  (``secret_hash``, computed by the server), read once per round per process and kept in
+  memory (never in Valkey). A secret that does not match is refused: logged, counted in
+  ``refused``, and the round is read from PostgreSQL (and written back to the cache).
+* The ``current`` entry is the last round opened; a reader takes it only while it is
+  open by the clock, else asks PostgreSQL.
 """
 
 from __future__ import annotations
@@ -43,9 +49,11 @@ from datetime import UTC, datetime
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.emoji import EmojiSet
+from codemojex.domain.scoring import secret_hash
 from codemojex.errors import ConfigurationError
 from codemojex.scripts import game_script
 from codemojex.wallet import Round, get_round
+from codemojex.wallet import reads as db_reads
 from codemojex.wallet.reads import current_round as current_round_in_db
 from echomq import (
     AsyncClusterConnector,
@@ -62,6 +70,7 @@ log = logging.getLogger("codemojex.cache")
 
 DIRECTORY_KEY = "cm:cache:directory"
 DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth
+MAX_HASHES = 10_000  # secret hashes kept in memory (one per round); past it they are read again
 CURRENT = "current"  # the games table's entry for the round opened last
 
 SHADOW: Script = game_script("cache_shadow")
@@ -177,6 +186,38 @@ class CacheTier:
         self.games = CacheTable("games", self.directory, suffix=suffix)
         self.emoji_sets = CacheTable("emoji_sets", self.directory, suffix=suffix)
         self.reads = ReadStats()
+        self.hashes: dict[str, str] = {}  # round id -> its secret's hash, as PostgreSQL keeps it
+        self.refused = 0  # cached secrets that did not match their hash
+
+    def trust(self, rnd: Round) -> None:
+        """Remember the secret hash of a round read from PostgreSQL."""
+        if rnd.secret_hash:
+            if len(self.hashes) >= MAX_HASHES:
+                self.hashes.clear()
+            self.hashes[rnd.id] = rnd.secret_hash
+
+    async def verified_round(self, pool: AsyncConnectionPool, rid: str) -> Round | None:
+        """:meth:`round`, its secret checked against the hash PostgreSQL keeps (see the module
+        docstring): a cached secret that does not match is refused and PostgreSQL answers."""
+        rnd = await self.round(pool, rid)
+        if rnd is None or rnd.secret_hash:  # none, or read from PostgreSQL just now
+            return rnd
+        expected = self.hashes.get(rid)
+        if expected is None:
+            expected = await db_reads.secret_hash(pool, rid)
+            if expected is None:
+                return None
+            self.hashes[rid] = expected
+        if secret_hash(rnd.secret) == expected:
+            return rnd
+        self.refused += 1
+        log.error("cache: round %s's cached secret does not match its hash in PostgreSQL; refused,"
+                  " reading PostgreSQL", rid)
+        fresh = await get_round(pool, rid)
+        if fresh is not None:
+            self.trust(fresh)
+            self.put_round(fresh)
+        return fresh
 
     async def round(self, pool: AsyncConnectionPool, rid: str) -> Round | None:
         """Round ``rid``: from the cache, else from PostgreSQL (then cached). None: no such round.
@@ -191,6 +232,7 @@ class CacheTier:
         self.reads.misses += 1
         rnd = await get_round(pool, rid)
         if rnd is not None:
+            self.trust(rnd)
             self.put_round(rnd)
         return rnd
 
@@ -205,6 +247,7 @@ class CacheTier:
         self.reads.misses += 1
         rnd = await current_round_in_db(pool)
         if rnd is not None:
+            self.trust(rnd)
             self.put_round(rnd, current=True)
         return rnd
 

@@ -12,7 +12,7 @@ from codemojex.domain.guess import SIZE, BadGuess, Guess, draw_secret, format_gu
 from codemojex.domain.guess import validate as validate_guess
 from codemojex.domain.locks import merge
 from codemojex.domain.payouts import Payout, ScoredGuess, payout_ref, settle
-from codemojex.domain.scoring import MAX_SCORE, Score, exact_positions, score
+from codemojex.domain.scoring import MAX_SCORE, Score, exact_positions, score, secret_hash
 
 __all__ = [
     "CLASSIC",
@@ -35,6 +35,7 @@ __all__ = [
     "parse_guess",
     "payout_ref",
     "score",
+    "secret_hash",
     "settle",
     "validate_guess",
 ]

@@ -9,13 +9,14 @@ come from the round's set, in its spelling).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from codemojex.domain.guess import SIZE
 from codemojex.errors import ConfigurationError
 
-__all__ = ["MAX_SCORE", "POINTS_PER_STEP", "Score", "exact_positions", "score"]
+__all__ = ["MAX_SCORE", "POINTS_PER_STEP", "Score", "exact_positions", "score", "secret_hash"]
 
 POSITION_MAX = 100
 POINTS_PER_STEP = 20  # 100 / 5: the farthest possible distance (5) scores exactly 0
@@ -63,3 +64,9 @@ def exact_positions(secret: Sequence[str], guess: Sequence[str]) -> Mapping[int,
     """The positions ``guess`` got exactly right, with their emoji: these become locks."""
     _check(secret, guess)
     return {i: g for i, (s, g) in enumerate(zip(secret, guess, strict=True)) if s == g}
+
+
+def secret_hash(secret: Sequence[str]) -> str:
+    """The hash a round's row keeps of its secret (migration ``0006_secret_hash`` computes the
+    same in PostgreSQL): sha256 over the emojis joined by U+001F, UTF-8, in hex."""
+    return hashlib.sha256("\x1f".join(secret).encode("utf-8")).hexdigest()

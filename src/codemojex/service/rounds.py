@@ -66,6 +66,7 @@ __all__ = [
     "round_id",
     "round_of",
     "schedule",
+    "secret_of",
 ]
 
 log = logging.getLogger("codemojex.rounds")
@@ -159,6 +160,7 @@ async def open_round(services: Services, job: OpenRound) -> Round | NotYet | Non
         return None
     rnd, plan = result.round, result.series
     if services.cache is not None:
+        services.cache.trust(rnd)
         services.cache.put_round(rnd, current=rnd.state == "open")
         emoji_set = default_set(rnd.emoji_set)
         if emoji_set is not None:
@@ -220,6 +222,17 @@ async def current_round(services: Services) -> Round | None:
     if services.cache is not None:
         return await services.cache.current_round(services.pool)
     return await reads.current_round(services.pool)
+
+
+async def secret_of(services: Services, rid: str) -> tuple[str, ...] | None:
+    """Round ``rid``'s secret, from the cache tier only if it matches the hash PostgreSQL keeps
+    (:meth:`~codemojex.cache.CacheTier.verified_round`), else from PostgreSQL. None: no round.
+    The scorer reads it so; so should anything that shows or uses a secret."""
+    if services.cache is not None:
+        rnd = await services.cache.verified_round(services.pool, rid)
+    else:
+        rnd = await get_round(services.pool, rid)
+    return None if rnd is None else rnd.secret
 
 
 async def round_of(services: Services, rid: str) -> Round | None:

@@ -49,6 +49,7 @@ __all__ = [
     "run_counts",
     "scored_after",
     "scored_guess_ids",
+    "secret_hash",
     "stored_payouts",
 ]
 
@@ -101,6 +102,12 @@ async def leaderboard(pool: AsyncConnectionPool, limit: int = 10) -> list[tuple[
     rows = await _rows(pool, "SELECT id, name, balance FROM players ORDER BY balance DESC, id LIMIT %s",
                        (limit,), what="leaderboard")
     return [(str(i), str(n), int(b)) for i, n, b in rows]
+
+
+async def secret_hash(pool: AsyncConnectionPool, rid: str) -> str | None:
+    """The hash round ``rid``'s row keeps of its secret (None: no such round)."""
+    value = await _one(pool, "SELECT secret_hash FROM rounds WHERE id = %s", (rid,), what="secret_hash")
+    return None if value is None else str(value)
 
 
 # ---------------------------------------------------------------- the reconciler

@@ -45,6 +45,7 @@ class Round:
     state: str
     guess_price: int
     pot: int
+    secret_hash: str = ""  # from PostgreSQL (its trigger computes it); "" from the cache tier
 
 
 # A round as one row. An open round's pot is the sum of its ledger legs so far; the
@@ -52,13 +53,13 @@ class Round:
 ROUND_COLUMNS = (
     "id, emoji_set, secret, opens_at, closes_at, state, guess_price,"
     " CASE WHEN state = 'open' THEN (SELECT coalesce(sum(amount), 0) FROM ledger"
-    " WHERE account = 'round:' || rounds.id) ELSE pot END"
+    " WHERE account = 'round:' || rounds.id) ELSE pot END, secret_hash"
 )
 
 
 def round_from_row(r: Sequence[Any]) -> Round:
     """The :class:`Round` of a row selected with :data:`ROUND_COLUMNS`."""
-    return Round(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]))
+    return Round(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], int(r[6]), int(r[7]), str(r[8] or ""))
 
 
 @retried

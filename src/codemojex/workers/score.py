@@ -12,8 +12,9 @@ Guarantees, however often a guess is delivered (at-least-once):
 
 Scoring itself is pure (:func:`codemojex.domain.score`): the same secret and guess
 always give the same score. The secret is read from the cache tier, PostgreSQL on a
-miss (:func:`codemojex.service.round_of`): a guess costs the wallet no round read
-while the cache answers.
+miss (:func:`codemojex.service.rounds.secret_of`): a guess costs the wallet no round read
+while the cache answers. A cached secret is used only if its hash matches the one the
+round's row keeps in PostgreSQL (read once per round per process); else PostgreSQL's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 from codemojex.domain import exact_positions, score
 from codemojex.service.codec import BadPayload, decode_guess, note_id, score_note
 from codemojex.service.context import SCORE_QUEUE, Services
-from codemojex.service.rounds import round_of
+from codemojex.service.rounds import secret_of
 from codemojex.wallet import AlreadyScored, Scored, record_score
 from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
@@ -43,8 +44,7 @@ class ScoreWorker:
         self.scored = 0  # first-time scores stored by this worker
 
     async def _secret(self, rid: str) -> tuple[str, ...] | None:
-        rnd = await round_of(self.services, rid)
-        return None if rnd is None else rnd.secret
+        return await secret_of(self.services, rid)
 
     async def handle(self, lease: Lease) -> Outcome:
         try:
