@@ -174,11 +174,18 @@ async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, da
     from codemojex.datadir import DataDir
     from codemojex.pg import open_pool
     from codemojex.play import PlayOptions
-    from codemojex.wallet import reads
+    from codemojex.wallet import migrate, reads, retry
+    from codemojex.wallet.migrate import GAME_ROLE
     from echomq import connect_async
 
     assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
-    pool = await open_pool(pg_url, min_size=4, max_size=24)
+    owner = await open_pool(pg_url, min_size=1, max_size=1, name="codemojex-migrate")
+    try:  # migrations run as the owner role (the connecting user hands them to it)
+        with reads.retrying():
+            await retry(lambda: migrate(owner), what="migrate", pool=owner)
+    finally:
+        await owner.close()
+    pool = await open_pool(pg_url, min_size=4, max_size=24, role=GAME_ROLE)  # the game's privileges
     connector = connect_async(valkey_url)
     try:
         with reads.retrying():  # every read of the run and its report rides out a restart
@@ -196,10 +203,8 @@ async def _play_on(pool: AsyncConnectionPool, connector: AsyncConnector | AsyncC
     from codemojex.play import play as run
     from codemojex.report import check_run, delivered_score_notes, print_report
     from codemojex.service import Services
-    from codemojex.wallet import migrate, retry
 
     assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
-    await retry(lambda: migrate(pool), what="migrate", pool=pool)
     services = Services(pool, connector, score_shards=score_shards)
     if score_shards:
         console.print(f"scoring queue {services.scores.name}: {score_shards} shards")

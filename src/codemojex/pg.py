@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
-from psycopg import conninfo
+from psycopg import conninfo, sql
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.errors import ConfigurationError, DatabaseError
@@ -251,8 +251,12 @@ async def open_pool(
     max_size: int = 10,
     checkout_timeout: float = 30.0,
     name: str = "codemojex",
+    role: str | None = None,
 ) -> AsyncConnectionPool:
     """An opened pool whose ``min_size`` connections are ready. Close with ``aclose``/``close``.
+
+    ``role``: every connection runs ``SET ROLE role`` first, so the pool has that role's
+    privileges only (the game runs as :data:`codemojex.wallet.migrate.GAME_ROLE`).
 
     Connections are plain (no autocommit); each wallet call opens one transaction.
     A connection that breaks in use is discarded and replaced by the pool; when a
@@ -270,8 +274,15 @@ async def open_pool(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DatabaseError(f"PostgreSQL refused the connection: {first}") from None
     await probe.close()
+    async def as_role(conn: psycopg.AsyncConnection[Any]) -> None:
+        if role is not None:
+            await conn.set_autocommit(True)
+            await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            await conn.set_autocommit(False)
+
     pool: AsyncConnectionPool = AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=checkout_timeout, name=name, open=False,
+        configure=as_role,
         # A failed reconnection backs off (1 s, 2 s, 4 s ...); give up on it after a few
         # seconds so that the next checkout starts a fresh attempt at once.
         reconnect_timeout=RECONNECT_TIMEOUT_S,
