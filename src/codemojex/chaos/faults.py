@@ -11,6 +11,9 @@ consumer_sigstop    SIGSTOP of a consumer for its lease + 1 s, then SIGCONT the 
 game_kill9          kill -9 of the game's consumer process; a new one starts the new process is up
 valkey_kill9        kill -9 of the single server; restart with its AOF      a new job is done
 primary_kill9       kill -9 of the cluster primary of the queue's slot      a new job is done
+game_primary_kill9  kill -9 of the cluster primary of the cluster game's    its scoring queue answers
+                    scoring queue (``cm``), under the game; it returns as
+                    a replica
 manual_failover     ``CLUSTER FAILOVER`` on that primary's replica          a new job is done
 pg_restart          ``pg_ctl restart -m immediate`` of PostgreSQL           a wallet query answers
 pg_terminate        ``pg_terminate_backend`` of every client backend        a wallet query answers
@@ -37,7 +40,7 @@ from echomq import EmbeddedValkey, LocalCluster
 __all__ = ["KINDS", "Injector", "pg_ctl"]
 
 KINDS = ("consumer_kill9", "consumer_sigstop", "game_kill9", "valkey_kill9", "primary_kill9",
-         "manual_failover", "pg_restart", "pg_terminate", "pg_timeout_storm")
+         "game_primary_kill9", "manual_failover", "pg_restart", "pg_terminate", "pg_timeout_storm")
 
 
 RESTART_S = 180.0  # how long a restarted server may take to load its data
@@ -58,10 +61,12 @@ class Injector:
 
     def __init__(self, rng: random.Random, *, single: EmbeddedValkey, cluster: LocalCluster | None,
                  pg: PgServer | None, pg_url: str | None, queues: list[QueueWorkload],
-                 cluster_queue: QueueWorkload | None, game: GameWorkload | None) -> None:
+                 cluster_queue: QueueWorkload | None, game: GameWorkload | None,
+                 cluster_game: GameWorkload | None = None) -> None:
         self.rng, self.single, self.cluster = rng, single, cluster
         self.pg, self.pg_url = pg, pg_url
         self.queues, self.cluster_queue, self.game = queues, cluster_queue, game
+        self.cluster_game = cluster_game
         self.pg_restarted = False
 
     def available(self) -> tuple[str, ...]:
@@ -70,6 +75,8 @@ class Injector:
             skip |= {"primary_kill9", "manual_failover"}
         if self.game is None or self.pg is None:
             skip |= {"game_kill9", "pg_restart", "pg_terminate", "pg_timeout_storm"}
+        if self.cluster is None or self.cluster_game is None:
+            skip.add("game_primary_kill9")
         return tuple(k for k in KINDS if k not in skip)
 
     async def inject(self, kind: str) -> float:
@@ -99,9 +106,10 @@ class Injector:
 
     async def _game_kill9(self) -> float:
         assert self.game is not None
+        game = self.rng.choice([g for g in (self.game, self.cluster_game) if g is not None])
         t0 = time.monotonic()
-        self.game.kill_consumers()
-        await asyncio.to_thread(self.game.start_consumers)
+        game.kill_consumers()
+        await asyncio.to_thread(game.start_consumers)
         return time.monotonic() - t0
 
     async def _valkey_kill9(self) -> float:
@@ -126,6 +134,19 @@ class Injector:
         took = time.monotonic() - t0
         # The old primary comes back (from its AOF) as a replica of the promoted one.
         await asyncio.to_thread(node.server.start, RESTART_S)
+        node.paused = False
+        await asyncio.to_thread(self.cluster.wait_healthy, 60.0)
+        return took
+
+    async def _game_primary_kill9(self) -> float:
+        """kill -9 of the primary serving the cluster game's scoring queue, mid-game."""
+        assert self.cluster is not None and self.cluster_game is not None
+        name = self.cluster_game.services.scores.name
+        node = await asyncio.to_thread(self.cluster.primary_for_key, f"emq:{{{name}}}:pending")
+        t0 = time.monotonic()
+        await asyncio.to_thread(self.cluster.kill_node, node)
+        took = await self.cluster_game.scoring_answers(t0)
+        await asyncio.to_thread(node.server.start, RESTART_S)  # back from its AOF, as a replica
         node.paused = False
         await asyncio.to_thread(self.cluster.wait_healthy, 60.0)
         return took

@@ -2,6 +2,8 @@
 
     python -m codemojex.chaos.game_proc VALKEY_URL POSTGRES_URL READY_FILE
 
+``VALKEY_URL`` is one server or a cluster (``redis+cluster://…``).
+
 Runs the game's supervision tree (:class:`codemojex.app.App`: score, settle, notify,
 relay, cache) until SIGTERM, then stops it cleanly. It writes its pid to
 ``READY_FILE`` once the tree is started.
@@ -18,14 +20,15 @@ from pathlib import Path
 from codemojex.app import App
 from codemojex.pg import open_pool
 from codemojex.service import Services
-from echomq import AsyncConnector
+from codemojex.wallet.migrate import GAME_ROLE
+from echomq import connect_async
 
 __all__ = ["main"]
 
 
 async def run(valkey_url: str, pg_url: str, ready: Path) -> None:
-    pool = await open_pool(pg_url, min_size=2, max_size=8)
-    connector = AsyncConnector.from_url(valkey_url, retry_budget_s=30)
+    pool = await open_pool(pg_url, min_size=2, max_size=8, role=GAME_ROLE)  # the game's privileges
+    connector = connect_async(valkey_url, retry_budget_s=30)  # one server or a cluster
     try:
         app = App(Services(pool, connector))
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, app.stop)

@@ -32,7 +32,8 @@ __all__ = ["GameWorkload"]
 
 class GameWorkload:
     def __init__(self, services: Services, valkey_url: str, pg_url: str, logdir: Path, *,
-                 players: int, rounds: int, round_s: float, price: int = 10) -> None:
+                 players: int, rounds: int, round_s: float, price: int = 10, name: str = "game") -> None:
+        self.name = name  # "game" on the single server, "game-cluster" on the cluster
         self.services = services
         self.valkey_url, self.pg_url, self.logdir = valkey_url, pg_url, logdir
         self.nplayers, self.rounds, self.round_s, self.price = players, rounds, round_s, price
@@ -66,8 +67,8 @@ class GameWorkload:
         """Start the game's consumer process; returns when it is up (seconds taken)."""
         t0 = time.monotonic()
         self._seq += 1
-        ready = self.logdir / f"game-{self._seq}.ready"
-        log = open(self.logdir / f"game-{self._seq}.log", "wb")  # noqa: SIM115 (the child owns it)
+        ready = self.logdir / f"{self.name}-{self._seq}.ready"
+        log = open(self.logdir / f"{self.name}-{self._seq}.log", "wb")  # noqa: SIM115 (the child owns it)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "codemojex.chaos.game_proc", self.valkey_url, self.pg_url, str(ready)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -133,3 +134,15 @@ class GameWorkload:
 
     async def check(self) -> Checks:
         return await check_run(self.pool, self.round_ids)
+
+    async def scoring_answers(self, since: float, limit_s: float = 60.0) -> float:
+        """Seconds from ``since`` until the game's scoring queue answers again (its slot served:
+        after a primary's kill, by the promoted replica)."""
+        while time.monotonic() - since < limit_s:
+            try:
+                await self.services.scores.stats()
+                break
+            except Exception as exc:
+                self.errors[type(exc).__name__] += 1
+                await asyncio.sleep(0.05)
+        return time.monotonic() - since
