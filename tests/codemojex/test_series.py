@@ -200,3 +200,24 @@ async def test_the_bots_old_call_resumes_the_series_instead_of_starting_another(
     assert await ensure_rounds(services, plan) is None  # no second series
     status = await series_status(services)
     assert status is not None and status.id == first and status.settings.rounds == 10_000
+
+
+async def test_concurrent_openers_of_one_round_open_it_once(services: Services) -> None:
+    """Two processes' open jobs (a re-delivery racing the original, a kick racing a late job)
+    run at once: the series' row lock lets one create the round; the rest answer it."""
+    status = await start_series(services, SeriesSettings(round_ms=60_000), name=_name(services))
+    job = OpenRound(status.id, round_id(status.id, 0), 0, 0, 60_000, 0, 10, "classic")
+    results = await asyncio.gather(*(open_round(services, job) for _ in range(6)))
+    assert len({r.id for r in results if r is not None and not isinstance(r, NotYet)}) == 1
+    assert len({r.secret for r in results if r is not None and not isinstance(r, NotYet)}) == 1
+    assert await _rounds_of(services, status.id) == [(0, "open")]
+
+
+async def test_fewer_rounds_than_already_opened_finish_the_series(services: Services) -> None:
+    name = _name(services)
+    status = await start_series(services, SeriesSettings(round_ms=60_000, rounds=5), name=name)
+    job = OpenRound(status.id, round_id(status.id, 0), 0, 5, 60_000, 0, 10, "classic")
+    assert await open_round(services, job) is not None
+    after = await start_series(services, SeriesSettings(round_ms=60_000, rounds=1), name=name)
+    assert after.id == status.id and after.changed == ("rounds",) and after.state == "finished"
+    assert await series_status(services, name) is None  # no live series of that name any more
