@@ -61,11 +61,15 @@ class HandlerThreads:
         self._unstarted[id(lease)] = lease
         self._todo.put((None, fn, lease, contextvars.copy_context()))
 
-    def hold(self) -> list[Lease]:
+    def hold(self, queue: str | None = None) -> list[Lease]:
         """Take back the direct leases no thread has started (the consumer is stopping):
-        they will not run; the caller hands them back."""
+        they will not run; the caller hands them back. With ``queue``, only that queue's
+        (threads shared by a sharded queue's consumers, echomq.runtime.slot_pool)."""
         pending, back = self._unstarted, []
         for key in list(pending):
+            if queue is not None and (mine := pending.get(key)) is not None \
+                    and mine.queue != queue:
+                continue
             lease = pending.pop(key, None)
             if lease is not None:
                 back.append(lease)

@@ -85,6 +85,7 @@ from echomq.runtime.finishing import hand_back, record_outcome
 from echomq.runtime.handling import timeout_for
 from echomq.runtime.lease_table import LeaseTable, cancel_and_wait
 from echomq.runtime.parking import Parking
+from echomq.runtime.slot_pool import SlotPool
 from echomq.runtime.task_runs import TaskRuns
 from echomq.runtime.upkeep_duty import UpkeepDuty
 from echomq.runtime.wake_link import listen
@@ -98,7 +99,7 @@ class Consumer:
 
     def __init__(self, queue: AsyncQueue, handler: Handler, *,
                  options: ConsumerOptions | None = None, name: str | None = None,
-                 hooks: Hooks | None = None) -> None:
+                 hooks: Hooks | None = None, pool: SlotPool | None = None) -> None:
         self.queue = queue
         if hooks is not None and not isinstance(hooks, Hooks):
             raise InvalidArgument(f"hooks must be echomq.Hooks, not {type(hooks).__name__}")
@@ -110,7 +111,10 @@ class Consumer:
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
         self.stats = ConsumerStats()
-        self._kick = asyncio.Event()  # a finished handler, a free slot, a wake-up or stop
+        # One pool of concurrency: the consumer's own, or one shared by the consumers of a
+        # sharded queue's shards (echomq.runtime.slot_pool; its size is ``concurrency``).
+        self._pool = pool or SlotPool(self.options.concurrency)
+        self._kick = self._pool.join(self)  # a finished handler, a free slot, a wake-up or stop
         self._leases = LeaseTable()
         self._acks = AckBatcher(queue, self._kick)
         self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
@@ -122,7 +126,8 @@ class Consumer:
         self._direct = not self._is_async and not self.hooks
         self._tasks = TaskRuns(leases=self._leases, kick=self._kick, hooks=self.hooks,
                                handler=handler, is_async=self._is_async, options=self.options,
-                               name=self.name, finish=self._finish, failed=self._finish_failed)
+                               name=self.name, finish=self._finish, failed=self._finish_failed,
+                               slots=self._pool)
         self._runs = DirectRuns(leases=self._leases, acks=self._acks, stats=self.stats,
                                 kick=self._kick, name=self.name, finish=self._finish,
                                 failed=self._finish_failed)
@@ -147,8 +152,8 @@ class Consumer:
         if self.options.maintenance:
             aux.append(asyncio.create_task(self._maintain(), name=f"{self.name}:maint"))
         if not self._is_async:
-            self._threads = HandlerThreads(self.options.concurrency, asyncio.get_running_loop(),
-                                           on_direct=self._runs.on_results)
+            self._threads = self._pool.threads(asyncio.get_running_loop(), self.queue.name,
+                                               self._runs.on_results)
             self._tasks.threads = self._threads
         try:
             self._acks.pumping = True
@@ -163,7 +168,7 @@ class Consumer:
             await self._drain()
         finally:
             if self._threads is not None:
-                self._threads.close()
+                self._pool.leave_threads(self.queue.name)
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await cancel_and_wait(aux)
             await cancel_and_wait(self._leases.tasks() + self._runs.tasks())
@@ -181,6 +186,11 @@ class Consumer:
     def in_flight(self) -> int:
         return len(self._leases)
 
+    def held(self) -> int:
+        """The leases that count against the pool: held, less those finished and waiting
+        for their flush."""
+        return len(self._leases) - len(self._acks)
+
     # ------------------------------------------------------------ loops
     async def _pump(self) -> None:
         """The drain loop: one flush per turn completes the finished jobs, claims as many
@@ -196,7 +206,11 @@ class Consumer:
             self._start(self._parking.take())
             # A full peek: at least ``window`` jobs wait, lease ahead of the slots.
             deep = len(cands) >= window
-            free = o.concurrency + (ahead if deep else 0) - len(self._leases) + len(self._acks)
+            free = self._pool.room(self, ahead=ahead if deep else 0)
+            if free <= 0 and (cands or self._hints):
+                self._pool.starve(self, self._kick)  # work and no room: a freed slot wakes us
+            else:
+                self._pool.fed(self)
             hold = held_until - asyncio.get_running_loop().time()
             if not self._acks and (free <= 0 or (fresh and not cands) or hold > 0):
                 if self._hints and free > 0:  # told of a new job during the last flush:
@@ -230,6 +244,7 @@ class Consumer:
             # is empty), so going idle costs no round trip of its own (decision 0018).
             park = (o.handoff and self._parking.hearing and not cands and free > 0
                     and not self._parking.recent())
+            self._pool.claiming += count  # room spent while the claim is in flight
             try:
                 finished = [(x, r) for x, r, _ in acks]
                 heard = self._parking.heard
@@ -245,11 +260,15 @@ class Consumer:
                 self._episodes.answered()
                 self._fenced.set()
             except Exception as exc:
+                self._pool.claiming -= count  # now, not after the back-off below
+                count = 0
                 self._acks.fail(acks, exc)
                 cands, fresh = [], False
                 if not await self._ride_out(exc, "the drain flush"):
                     raise
                 continue
+            finally:  # the leases it got join the table in this step (_start below)
+                self._pool.claiming -= count
             self._acks.resolve(acks, done)
             self._start(leases, claimed=True)
             if count and (leases.paused or (leases.wait_ms is not None and len(leases) < count)):
@@ -323,7 +342,7 @@ class Consumer:
 
     async def _drain(self) -> None:
         if self._threads is not None:  # direct leases no thread has started: not run now
-            unrun = self._threads.hold()
+            unrun = self._threads.hold(self.queue.name)
             for lease in unrun:
                 self._leases.end_direct(lease)
             if unrun:

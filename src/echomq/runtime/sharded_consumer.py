@@ -1,9 +1,13 @@
 """A consumer of a sharded queue: one :class:`~echomq.runtime.consumer.Consumer` per shard.
 
-Each shard has its own drain loop, its own wake subscription and its own share of the
-concurrency (``ceil(concurrency / shards)`` slots), so
+Each shard has its own drain loop and its own wake subscription; the concurrency is one
+pool for all of them (:mod:`echomq.runtime.slot_pool`), so
 
-* no shard starves: a busy shard cannot take the slots of another;
+* a shard with work may use every free slot: all the work on one shard (one hot lane)
+  drains at the whole ``concurrency``, and never more than ``concurrency`` handlers run
+  at once across the shards (test_one_hot_shard_runs_at_the_whole_concurrency);
+* no shard starves: a shard that waits for room stops the others leasing ahead, and a
+  freed slot is offered to the shards' waiting leases in turn;
 * an idle consumer wakes on any shard: each shard's loop waits on that shard's wake
   channel, so a job admitted to any shard starts about one round trip later;
 * an empty shard costs almost nothing: its loop sleeps on the wake channel and polls
@@ -30,6 +34,7 @@ from echomq.core.errors import EchoMQError, InvalidArgument
 from echomq.core.hooks import Hooks
 from echomq.protocol.sharding import translate
 from echomq.runtime.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+from echomq.runtime.slot_pool import SlotPool
 
 __all__ = ["ShardedConsumer"]
 
@@ -45,12 +50,10 @@ class ShardedConsumer:
         self.queue = queue
         self.hooks = hooks or Hooks()
         self.options = options or ConsumerOptions()
-        n = len(queue.shards)
-        share = dataclasses.replace(self.options,
-                                    concurrency=max(1, -(-self.options.concurrency // n)))
         self.name = name or f"{queue.name}@{os.getpid()}"
-        self.consumers = [Consumer(shard, handler, options=share, name=f"{self.name}/{i}",
-                                   hooks=self.hooks)
+        self.pool = SlotPool(self.options.concurrency)
+        self.consumers = [Consumer(shard, handler, options=self.options, name=f"{self.name}/{i}",
+                                   hooks=self.hooks, pool=self.pool)
                           for i, shard in enumerate(queue.shards)]
 
     async def run(self) -> None:

@@ -25,6 +25,7 @@ from echomq.runtime._threads import HandlerThreads
 from echomq.runtime.consumer_options import ConsumerOptions, Handler
 from echomq.runtime.handling import call_handler, timeout_for
 from echomq.runtime.lease_table import LeaseTable
+from echomq.runtime.slot_pool import SlotPool
 
 __all__ = ["TaskRuns"]
 
@@ -37,28 +38,42 @@ class TaskRuns:
     def __init__(self, *, leases: LeaseTable, kick: asyncio.Event, hooks: Hooks,
                  handler: Handler, is_async: bool, options: ConsumerOptions, name: str,
                  finish: Callable[[Lease, Outcome], Awaitable[None]],
-                 failed: Callable[[BaseException, Lease], None]) -> None:
+                 failed: Callable[[BaseException, Lease], None],
+                 slots: SlotPool | None = None) -> None:
         self._leases, self._kick, self._hooks = leases, kick, hooks
         self._handler, self._is_async, self._options, self._name = handler, is_async, options, name
         self._finish, self._failed = finish, failed
         self.threads: HandlerThreads | None = None  # a blocking handler's, set by run()
-        # Handlers running at once: at most ``concurrency``. A lease taken ahead waits in
-        # ``_ahead`` (held in the table without a task, so heartbeats extend it and a lost
-        # one is dropped) until a slot frees: no task and no waiter per lease meanwhile.
-        self._free = options.concurrency
+        # Handlers running at once: at most ``concurrency`` (the slots of a pool shared with
+        # the consumers of the other shards, echomq.runtime.slot_pool). A lease taken ahead
+        # waits in ``_ahead`` (held in the table without a task, so heartbeats extend it
+        # and a lost one is dropped) until a slot frees: no task and no waiter per lease.
+        self._slots = slots or SlotPool(options.concurrency)
         self._slotted: set[asyncio.Task[None]] = set()  # tasks holding a slot
         self._ahead: collections.deque[Lease] = collections.deque()
         self._asked: set[str] = set()  # jobs asked to stop whose async handler was cancelled
 
     def start(self, lease: Lease) -> None:
-        if self._free > 0 and not self._ahead:
+        if not self._ahead and self._slots.acquire():
             self._spawn(lease)
         else:
             self._leases.add_direct(lease)  # held, no task yet
             self._ahead.append(lease)
+            self._slots.wait(self)
+
+    def run_next(self) -> bool:
+        """A slot is free (the pool asks): take it for the next lease waiting here (True),
+        or answer False when none is left (lost, or taken back at stop)."""
+        while self._ahead:
+            lease = self._ahead.popleft()
+            if self._leases.holds_direct(lease):  # not lost meanwhile, not given up at stop
+                self._leases.end_direct(lease)
+                self._slots.free -= 1
+                self._spawn(lease)
+                return True
+        return False
 
     def _spawn(self, lease: Lease) -> None:
-        self._free -= 1
         task = asyncio.create_task(self._run_one(lease), name=f"{self._name}:{lease.id}")
         self._leases.add(task, lease)
         self._slotted.add(task)
@@ -69,12 +84,7 @@ class TaskRuns:
         if task not in self._slotted:
             return
         self._slotted.discard(task)
-        self._free += 1
-        while self._free > 0 and self._ahead:
-            lease = self._ahead.popleft()
-            if self._leases.holds_direct(lease):  # not lost meanwhile, not given up at stop
-                self._leases.end_direct(lease)
-                self._spawn(lease)
+        self._slots.release()  # to the next lease waiting here or on another shard
 
     def ask_to_stop(self, task: asyncio.Task[None]) -> None:
         """The job was asked to stop: an ``async def`` handler is cancelled (its attempt's
