@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from echomq.client._async.queue import AsyncQueue
+from echomq.client._async.sharded import AsyncShardedQueue
 from echomq.core.errors import InvalidArgument
 from echomq.ops.cli import URL, _checked, _run_on, console
 from echomq.protocol.gate import Gate, RateLimit
@@ -16,12 +17,10 @@ from echomq.protocol.gate import Gate, RateLimit
 __all__ = ["describe_gate", "limit", "pause", "resume"]
 
 
-async def _plain(connector: Any, queue: str) -> AsyncQueue:
-    """The plain queue ``queue`` (a sharded queue has one gate per shard: name the shard)."""
-    q = await _checked(connector, queue)
-    if not isinstance(q, AsyncQueue):
-        raise InvalidArgument(f"{queue!r} is sharded: pause or limit each shard by its name")
-    return q
+async def _plain(connector: Any, queue: str) -> AsyncQueue | AsyncShardedQueue:
+    """The queue ``queue``: a sharded one as one queue (its gate acts on every shard and
+    its rate limit holds for all of them together, docs/decisions/0029-sharded-gate.md)."""
+    return await _checked(connector, queue)
 
 
 def describe_gate(queue: str, gate: Gate) -> str:

@@ -19,6 +19,10 @@ pool for all of them (:mod:`echomq.runtime.slot_pool`), so
 around a plain :class:`~echomq.runtime.consumer.Consumer`'s: the same object is given to each
 shard's consumer.
 
+A rate limit set on the logical queue (:meth:`AsyncShardedQueue.set_limits`) is kept as
+shares of the shards; while it runs with ``maintenance``, the consumer takes one step of
+their rebalancing toward the demand each beat (docs/decisions/0029-sharded-gate.md).
+
 A shard refusing for its layout (another shard count, a retired shard) stops the whole
 consumer with :class:`~echomq.core.errors.ShardCountMismatch`.
 """
@@ -27,14 +31,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 
+from echomq.client._async import sharded_gate
 from echomq.client._async.sharded import AsyncShardedQueue
 from echomq.core.errors import EchoMQError, InvalidArgument
 from echomq.core.hooks import Hooks
 from echomq.protocol.sharding import translate
 from echomq.runtime.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
+from echomq.runtime.lease_table import cancel_and_wait
 from echomq.runtime.slot_pool import SlotPool
+
+log = logging.getLogger("echomq.runtime.sharded_consumer")
 
 __all__ = ["ShardedConsumer"]
 
@@ -61,6 +70,8 @@ class ShardedConsumer:
         If one ends with an error, the others are stopped and the error raised."""
         await self.queue.open()
         tasks = [asyncio.create_task(c.run(), name=c.name) for c in self.consumers]
+        shares = asyncio.create_task(self._rebalance(), name=f"{self.name}:shares") \
+            if self.options.maintenance else None
         try:
             for done in asyncio.as_completed(tasks):
                 try:
@@ -77,6 +88,20 @@ class ShardedConsumer:
                 if not task.done():
                     self.stop(hurry=True)
             await asyncio.gather(*tasks, return_exceptions=True)
+            if shares is not None:
+                await cancel_and_wait([shares])
+
+    async def _rebalance(self) -> None:
+        """Each beat, one step of the rate limit's rebalancing (a no-op without a limit;
+        one step at a time per queue across consumers: echomq.client._async.sharded_gate).
+        A failure is the next beat's to retry: the shares only ever move safely."""
+        every = max(self.options.beat_ms, 100) / 1000
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await sharded_gate.rebalance(self.queue)
+            except Exception as exc:
+                log.debug("%s: rate shares not rebalanced this beat (%r)", self.name, exc)
 
     def stop(self, *, hurry: bool = False) -> None:
         for c in self.consumers:

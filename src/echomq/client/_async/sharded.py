@@ -42,6 +42,7 @@ from echomq.core.model import (
     Verdict,
 )
 from echomq.protocol import STATES, Bulk
+from echomq.protocol.gate import Gate, RateLimit
 from echomq.protocol.sharding import ShardLayout, record_key, refusals, translate
 
 __all__ = ["AsyncShardedQueue"]
@@ -308,6 +309,30 @@ class AsyncShardedQueue:
         per_shard: list[list[CancelOutcome]] = await self._each("cancel", ids)
         return [next((o for o in got if o is not CancelOutcome.LEFT), CancelOutcome.LEFT)
                 for got in zip(*per_shard, strict=True)]
+
+    # ------------------------------------------------- claim gate (sharded_gate)
+    async def pause(self) -> Gate:
+        """Stop claims on every shard; admissions go on. Returns the logical gate."""
+        from echomq.client._async import sharded_gate
+        return await sharded_gate.pause(self)
+
+    async def resume(self) -> Gate:
+        """Let claims go on again on every shard. Returns the logical gate."""
+        from echomq.client._async import sharded_gate
+        return await sharded_gate.resume(self)
+
+    async def gate(self) -> Gate:
+        """The logical gate: paused while any shard is; the queue's recorded limits."""
+        from echomq.client._async import sharded_gate
+        return await sharded_gate.gate(self)
+
+    async def set_limits(self, *, rate: RateLimit | None = None,
+                         lane_rate: RateLimit | None = None) -> Gate:
+        """Rate limits that hold for the logical queue: ``rate`` split in shares that follow
+        the demand, never more than ``rate.max`` leases in all in any window
+        (docs/decisions/0029-sharded-gate.md); ``lane_rate`` per lane."""
+        from echomq.client._async import sharded_gate
+        return await sharded_gate.set_limits(self, rate=rate, lane_rate=lane_rate)
 
     # -------------------------------------------------------------- inspection
     async def pending_size(self) -> int:

@@ -43,6 +43,7 @@ from echomq.core.model import (
     Verdict,
 )
 from echomq.protocol import STATES, Bulk
+from echomq.protocol.gate import Gate, RateLimit
 from echomq.protocol.sharding import ShardLayout, record_key, refusals, translate
 
 __all__ = ["ShardedQueue"]
@@ -309,6 +310,30 @@ class ShardedQueue:
         per_shard: list[list[CancelOutcome]] = self._each("cancel", ids)
         return [next((o for o in got if o is not CancelOutcome.LEFT), CancelOutcome.LEFT)
                 for got in zip(*per_shard, strict=True)]
+
+    # ------------------------------------------------- claim gate (sharded_gate)
+    def pause(self) -> Gate:
+        """Stop claims on every shard; admissions go on. Returns the logical gate."""
+        from echomq.client._sync import sharded_gate
+        return sharded_gate.pause(self)
+
+    def resume(self) -> Gate:
+        """Let claims go on again on every shard. Returns the logical gate."""
+        from echomq.client._sync import sharded_gate
+        return sharded_gate.resume(self)
+
+    def gate(self) -> Gate:
+        """The logical gate: paused while any shard is; the queue's recorded limits."""
+        from echomq.client._sync import sharded_gate
+        return sharded_gate.gate(self)
+
+    def set_limits(self, *, rate: RateLimit | None = None,
+                         lane_rate: RateLimit | None = None) -> Gate:
+        """Rate limits that hold for the logical queue: ``rate`` split in shares that follow
+        the demand, never more than ``rate.max`` leases in all in any window
+        (docs/decisions/0029-sharded-gate.md); ``lane_rate`` per lane."""
+        from echomq.client._sync import sharded_gate
+        return sharded_gate.set_limits(self, rate=rate, lane_rate=lane_rate)
 
     # -------------------------------------------------------------- inspection
     def pending_size(self) -> int:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connector import AsyncConnector
-from echomq.client._async.queue import AsyncQueue
 from echomq.client._async.sharded import AsyncShardedQueue
 from echomq.client.info import QueueInfo, discover_queues, queue_info
 from echomq.client.logical import open_queue
 from echomq.core.model import JobView
 from echomq.protocol.decoders import text
 from echomq.protocol.gate import Gate, decode_gate
+from echomq.protocol.sharding import record_key
 
 __all__ = ["JobDetail", "LaneInfo", "discover", "job_detail", "lanes", "page", "summary"]
 
@@ -38,17 +38,27 @@ async def summary(conn: Conn, name: str) -> QueueInfo:
     return await queue_info(conn, name)
 
 
+_GATE = ("paused", "rate_max", "rate_ms", "lane_max", "lane_ms")
+
+
+async def _gate_fields(conn: Conn, key: str) -> dict[str, int]:
+    return {text(k): int(text(v)) for k, v in (await conn.command("HGETALL", key)).items()
+            if text(k) in _GATE}
+
+
 async def gate(conn: Conn, name: str) -> Gate | None:
-    """The queue's claim gate (paused, rate limits), read from its meta with a plain
-    HGETALL, so the read-only role (which may not run the pause script) sees it too; None
-    for a sharded queue (each shard has its own gate)."""
-    if not isinstance(await open_queue(conn, name), AsyncQueue):
-        return None
-    meta = {text(k): int(text(v)) for k, v in
-            (await conn.command("HGETALL", AsyncQueue(conn, name).keys["meta"])).items()
-            if text(k) in ("paused", "rate_max", "rate_ms", "lane_max", "lane_ms")}
-    return decode_gate([meta.get("paused", 0), meta.get("rate_max", 0), meta.get("rate_ms", 0),
-                        meta.get("lane_max", 0), meta.get("lane_ms", 0)])
+    """The queue's claim gate (paused, rate limits), read with plain HGETALLs, so the
+    read-only role (which may not run the pause script) sees it too. A sharded queue's
+    is the logical one: paused while any shard is, the limits its record holds
+    (docs/decisions/0029-sharded-gate.md)."""
+    q = await open_queue(conn, name)
+    if isinstance(q, AsyncShardedQueue):
+        fields = await _gate_fields(conn, record_key(name))
+        paused = [(await _gate_fields(conn, s.keys["meta"])).get("paused", 0) for s in q.shards]
+        fields["paused"] = int(any(paused))
+    else:
+        fields = await _gate_fields(conn, q.keys["meta"])
+    return decode_gate([fields.get(f, 0) for f in _GATE])
 
 
 @dataclass(frozen=True, slots=True)
