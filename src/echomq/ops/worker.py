@@ -6,7 +6,9 @@ After arq's ``Worker``/``WorkerSettings``, ``rq worker`` and dramatiq's CLI:
   server, concurrency, lease and beat, grace period, burst mode, a metrics port, and
   startup/shutdown hooks. ``echomq worker pkg.mod:WorkerSettings`` takes one (an
   instance, or an arq-style class whose attributes are the fields).
-* :class:`Worker` runs one :class:`~echomq.runtime.consumer.Consumer` per queue, registers on
+* :class:`Worker` runs one :class:`~echomq.runtime.consumer.Consumer` per queue (a
+  :class:`~echomq.runtime.sharded_consumer.ShardedConsumer` for a sharded queue, found by
+  its record: one queue, its shards sharing the concurrency), registers on
   each queue with a heartbeat (:mod:`echomq.client.registry`), and logs every failing
   handler with its traceback (the row keeps type, message and a bounded traceback).
 * Shutdown (:func:`run_worker` maps SIGTERM and SIGINT to it): stop claiming, let
@@ -40,6 +42,8 @@ from echomq.client._async.connect import connect_async
 from echomq.client._async.connector import AsyncConnector
 from echomq.client._async.queue import AsyncQueue
 from echomq.client._async.scheduler import AsyncScheduler
+from echomq.client._async.sharded import AsyncShardedQueue
+from echomq.client.logical import shard_count
 from echomq.client.registry import MinuteCounts, Registration, worker_name
 from echomq.core.errors import InvalidArgument
 from echomq.core.eviction import check_eviction_policy
@@ -49,6 +53,7 @@ from echomq.core.outcomes import Backoff, Defer, Outcome
 from echomq.protocol import keyspace
 from echomq.protocol.schedules import Schedule
 from echomq.runtime.consumer import Consumer, ConsumerOptions, Handler
+from echomq.runtime.sharded_consumer import ShardedConsumer
 from echomq.servers.server import server_url_from_env
 
 __all__ = ["Worker", "WorkerReport", "WorkerSettings", "load_target", "run_worker"]
@@ -167,7 +172,7 @@ class Worker:
         self.settings = settings
         self.name = name or worker_name()
         self._connector = connector
-        self.consumers: dict[str, Consumer] = {}
+        self.consumers: dict[str, Consumer | ShardedConsumer] = {}
         self.minute = MinuteCounts()
         self.report = WorkerReport(name=self.name)
         self.metrics: Any = None  # echomq.ops.metrics.WorkerMetrics when metrics_port is set
@@ -253,7 +258,10 @@ class Worker:
 
             self.metrics = WorkerMetrics(self, port=s.metrics_port, host=s.metrics_host)
         for queue, handler in s.handlers.items():
-            q = AsyncQueue(connector, queue, options=s.queue_options)
+            count = await shard_count(connector, queue)  # a sharded queue runs as one queue
+            q: AsyncQueue | AsyncShardedQueue = (
+                AsyncQueue(connector, queue, options=s.queue_options) if count is None else
+                AsyncShardedQueue(connector, queue, shards=count, options=s.queue_options))
             await q.fence()  # the queue exists (and speaks our protocol) from the start
             hooks = self._hooks(queue)
             if s.tracing:
@@ -261,8 +269,10 @@ class Worker:
 
                 hooks = JobTracer(q, lease_ms=s.lease_ms, clock_offset_ms=self._clock_offset_ms,
                                   tracer_provider=s.tracer_provider).hooks().then(hooks)
-            self.consumers[queue] = Consumer(q, handler, options=opts, name=f"{self.name}/{queue}",
-                                             hooks=hooks)
+            self.consumers[queue] = (
+                Consumer(q, handler, options=opts, name=f"{self.name}/{queue}", hooks=hooks)
+                if isinstance(q, AsyncQueue) else
+                ShardedConsumer(q, handler, options=opts, name=f"{self.name}/{queue}", hooks=hooks))
         registration = Registration(connector, list(s.handlers), name=self.name, beat_s=s.registry_beat_s,
                                     ttl_s=s.registry_ttl_s, about=self.about)
         await registration.beat()

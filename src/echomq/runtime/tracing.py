@@ -35,11 +35,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("tracing needs the extra: pip install 'echomq[tracing]'") from exc
 
 from echomq.client._async.queue import AsyncQueue
+from echomq.client._async.sharded import AsyncShardedQueue
 from echomq.core.errors import EchoMQError
 from echomq.core.hooks import Hooks
 from echomq.core.model import Lease, Verdict
 from echomq.core.outcomes import Backoff, Defer, Outcome
-from echomq.protocol import trace_attach
+from echomq.protocol import QueueKeys, trace_attach
 from echomq.protocol.decoders import text
 
 __all__ = ["JobTracer", "traced_admit"]
@@ -89,7 +90,7 @@ class JobTracer:
     cancelled in between (a lost lease) leaves nothing behind.
     """
 
-    def __init__(self, queue: AsyncQueue, *, lease_ms: int, clock_offset_ms: float = 0.0,
+    def __init__(self, queue: AsyncQueue | AsyncShardedQueue, *, lease_ms: int, clock_offset_ms: float = 0.0,
                  tracer_provider: Any = None) -> None:
         self.queue = queue
         self.lease_ms = lease_ms
@@ -101,7 +102,9 @@ class JobTracer:
 
     async def context_of(self, lease: Lease) -> Any:
         """The producer's context stored in the job's row (an empty context if none)."""
-        value = await self.queue.connector.command("HGET", self.queue.job_key(lease.id), _FIELD)
+        # The lease's own queue: a sharded queue's lease names its shard.
+        value = await self.queue.connector.command("HGET", QueueKeys.of(lease.queue).job(lease.id),
+                                                   _FIELD)
         carrier = {_FIELD: text(value)} if value else {}
         return _PROPAGATOR.extract(carrier)
 

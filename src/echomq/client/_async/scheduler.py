@@ -7,6 +7,14 @@ tests/echomq/test_schedule_procs.py). The server's clock decides what is due: a
 scheduler only estimates it (its clock plus the offset the last reply showed) to know
 when to ask, and a tick it asks for too early is simply not admitted yet.
 
+A schedule may target a sharded queue (decision 0020): the scheduler reads the queue's
+shard count (again every :data:`_RESOLVE_S`, and at once when a shard refuses for a
+reshard) and runs the schedule pinned to one shard (:meth:`Schedule.on_shards`), whose
+slot keeps its mark: each tick is still admitted once, onto the logical queue. After a
+reshard the pinned shard may change: the schedule is then seen for the first time there
+(its mark starts at the newest tick the server's clock has passed, so no tick admitted
+before is admitted again; ticks due during the switch may be skipped).
+
 A server's refusal (back-pressure, a failover, a lost connection) is logged once per
 episode and ridden out with a growing back-off; a configuration error (credentials,
 the version fence) ends :meth:`run` with its typed error.
@@ -22,9 +30,11 @@ from collections.abc import Callable, Sequence
 from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connector import AsyncConnector
 from echomq.client.replies import Episodes, classify
-from echomq.core.errors import InvalidArgument
+from echomq.core.errors import InvalidArgument, ProtocolVersionError, ShardCountMismatch
 from echomq.protocol import Call
+from echomq.protocol.decoders import text
 from echomq.protocol.schedules import Schedule, decode_schedule, tick_of
+from echomq.protocol.sharding import RETIRED, record_key
 
 __all__ = ["AsyncScheduler", "Fired"]
 
@@ -35,6 +45,7 @@ Fired = tuple[Schedule, int, str]
 
 _MAX_SLEEP_S = 0.5  # re-read the marks at least this often, and see stop() soon
 _EARLY_S = 0.005  # a due tick the server did not admit yet (its clock is behind ours)
+_RESOLVE_S = 10.0  # how often a schedule's queue is looked up again (sharded or plain)
 
 
 class AsyncScheduler:
@@ -60,6 +71,8 @@ class AsyncScheduler:
         self._offset_ms = 0.0  # the server's clock minus ours, from the last reply
         self._stopped = False
         self._episodes = Episodes(name, log)
+        # The schedule to run for each one (itself, or pinned to a shard), and when seen.
+        self._targets: dict[tuple[str, str], tuple[Schedule, float]] = {}
 
     def stop(self) -> None:
         """End :meth:`run` after its current pass."""
@@ -73,18 +86,38 @@ class AsyncScheduler:
         fired: list[Fired] = []
         for s in self.schedules:
             key = (s.queue, s.name)
+            target = await self._target(s)
             if key not in self.marks:  # first sight: the server keeps its mark, or starts one
                 now = await self.connector.server_time_ms() if not self.marks else self._now_ms()
-                await self._call(s, s.call([], floor=s.latest(now)))
+                await self._call(s, target.call([], floor=s.latest(now)))
             due = s.due(self.marks.get(key), self._now_ms())
             if due:
-                fired += [(s, tick_of(x), x) for x in await self._call(s, s.call(due))]
+                fired += [(s, tick_of(x), x) for x in await self._call(s, target.call(due))]
         self.admitted += len(fired)
         return fired
 
+    async def _target(self, s: Schedule) -> Schedule:
+        """``s`` itself on a plain queue, pinned to its shard on a sharded one."""
+        key = (s.queue, s.name)
+        known = self._targets.get(key)
+        if known is not None and time.monotonic() - known[1] < _RESOLVE_S:
+            return known[0]
+        raw = await self.connector.command("HGET", record_key(s.queue), "count")
+        target = s if raw is None else s.on_shards(int(text(raw)))
+        if known is not None and known[0].queue != target.queue:
+            self.marks.pop(key, None)  # another shard keeps this schedule's mark now
+        self._targets[key] = (target, time.monotonic())
+        return target
+
     async def _call(self, s: Schedule, call: Call) -> list[str]:
         sent = time.time() * 1000
-        reply = decode_schedule(await self.connector.run(call))
+        try:
+            reply = decode_schedule(await self.connector.run(call))
+        except ProtocolVersionError as exc:
+            if RETIRED not in str(exc):
+                raise
+            self._targets.clear()  # resharded: look the layout up again, then retry
+            raise ShardCountMismatch(f"queue {s.queue!r} was resharded: {exc}") from exc
         self._offset_ms = reply.now_ms - (sent + time.time() * 1000) / 2
         if reply.mark >= 0:
             self.marks[(s.queue, s.name)] = reply.mark
@@ -108,6 +141,9 @@ class AsyncScheduler:
                     if on_admit is not None:
                         on_admit(fired)
                 self._episodes.answered()
+            except ShardCountMismatch:  # a shard retired by a reshard: look the layout up again
+                await sleep_unless(self, 0.05)
+                continue
             except Exception as exc:
                 refusal = classify(exc)
                 if not refusal.kind.retry:
