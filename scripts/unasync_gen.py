@@ -42,6 +42,7 @@ REPLACEMENTS = [
     (r"\bAsyncConnector\b", "Connector"),
     (r"\bAsyncQueue\b", "Queue"),
     (r"\bAsyncShardedQueue\b", "ShardedQueue"),
+    (r"\bAsyncShardedBase\b", "ShardedBase"),
     (r"\bAsyncUpkeep\b", "Upkeep"),
     (r"\bAsyncAdmission\b", "Admission"),
     (r"\bAsyncScheduler\b", "Scheduler"),
@@ -49,6 +50,8 @@ REPLACEMENTS = [
     (r"\bAsyncWire\b", "Wire"),
     (r"\bAsyncStream\b", "Stream"),
     (r"\bAsyncIterator\b", "Iterator"),
+    (r"\bAwaitable\[(\w+(?:\[\w+\])?)\]", r"\1"),  # a callable's awaited result: the result
+    (r"\bAwaitable, ", ""),
     (r"\bconnect_async\b", "connect"),
     (r"\becho" r"mq\.client\._async\b", "echomq.client._sync"),
     (r"\btests\.echo" r"mq\._async\b", "tests.echomq._sync"),

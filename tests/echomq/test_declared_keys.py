@@ -21,8 +21,9 @@ import redis
 from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, generate
 from echomq.client.info import queue_info
 from echomq.client.registry import Registration
-from echomq.protocol import Call, trace_attach
+from echomq.protocol import Call, QueueKeys, trace_attach
 from echomq.protocol.gate import RateLimit
+from echomq.protocol.resharding import import_row, rows_exist, unload_row
 from echomq.protocol.schedules import Schedule
 from echomq.protocol.scripts import Script, bundle, parse
 
@@ -150,4 +151,12 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await h.admit(generate("JOB"), b"h")
     assert (await h.stats()).active == 1
     assert await h.park("t1", lease_ms=60_000, ttl_ms=0)
+    # The online reshard's calls (decision 0030): rows copied in, asked for, removed.
+    mk = QueueKeys.of(qname + "-m")
+    held, done = generate("JOB"), generate("JOB")
+    row = {"state": b"pending", "attempts": b"1", "payload": b"m", "lane": b"ml", "serial": b"1"}
+    assert await c.run(import_row(mk, held, "pending", 0, True, row)) == 1
+    assert await c.run(import_row(mk, done, "done", 1.5e12, False, {"state": b"done"})) == 1
+    assert await c.run(rows_exist(mk, [held, done, generate("JOB")])) == [1, 1, 0]
+    assert await c.run(unload_row(mk, held)) == 1
     assert c.ran == set(bundle()), set(bundle()) - c.ran

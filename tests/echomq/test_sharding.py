@@ -21,7 +21,6 @@ from echomq import (
     InvalidArgument,
     InvalidJobId,
     Lease,
-    QueueNotDrained,
     QueueNotFound,
     QueueOptions,
     ShardCountMismatch,
@@ -32,7 +31,7 @@ from echomq import (
     keyspace,
     reshard_async,
 )
-from echomq.protocol.sharding import MAX_SHARDS, RETIRED, ShardLayout, record_key
+from echomq.protocol.sharding import MAX_SHARDS, RETIRED, ShardLayout
 from echomq.servers.local_cluster import LocalCluster
 
 LONG = 600_000
@@ -286,37 +285,45 @@ async def _until(cond: Any, within_s: float = 30.0) -> None:
 
 
 # ------------------------------------------------------------------- reshard
-async def test_reshard_is_drain_and_switch(conn: Any, qname: str, raw: redis.Redis) -> None:
-    old = AsyncShardedQueue(conn, qname, shards=3)
-    jid = generate("JOB")
-    await old.enqueue_many([(jid, b""), *[(generate("JOB"), b"") for _ in range(8)]])
-    with pytest.raises(QueueNotDrained, match="9 pending"):
-        await reshard_async(conn, qname, to=6)
-    assert int(raw.hget(record_key(qname), "count")) == 3  # nothing changed
-    leases = await old.claim(9, lease_ms=LONG)
-    await old.complete_many(leases)
+async def test_reshard_moves_every_job_and_stale_clients_follow(conn: Any, qname: str,
+                                                                raw: redis.Redis) -> None:
+    """An online reshard (decision 0030) with jobs in every state: each is where the new
+    layout routes it, in the same state (a delayed job keeps its due time, a dead one its
+    error, a done one its result); a client opened before follows the new layout; a
+    client built with the old count afterwards is refused (a configuration error)."""
+    old = AsyncShardedQueue(conn, qname, shards=3, options=QueueOptions(max_attempts=1))
+    jobs = [generate("JOB") for _ in range(9)]
+    await old.admit_many([(j, b"", f"lane-{i}") for i, j in enumerate(jobs)])
+    leases = await old.claim(3, lease_ms=LONG)
+    await old.complete(leases[0], b"kept")
+    await old.retry(leases[1], delay_ms=LONG, error="boom")  # max_attempts=1: dead
+    await old.complete(leases[2])  # the last active job ends: the reshard can go on
     assert await reshard_async(conn, qname, to=6) == 3
-    # the stale client (opened with 3) is refused at every door, writing nothing
-    with pytest.raises(ShardCountMismatch, match="resharded"):
-        await old.enqueue(generate("JOB"), b"")
-    with pytest.raises(ShardCountMismatch):
-        await old.claim(1, lease_ms=LONG)
-    with pytest.raises(ShardCountMismatch):
-        await AsyncShardedQueue(conn, qname, shards=3).stats()
     new = AsyncShardedQueue(conn, qname, shards=6)
-    assert (await new.stats()).total == 0  # done rows went with the old layout
-    assert await new.enqueue(jid, b"") is Verdict.ENQUEUED  # the dedupe window restarts
-    for name in old.layout.names:  # an old shard keeps only its retired meta
+    got = await new.stats()
+    assert (got.pending, got.active, got.done, got.dead) == (6, 0, 2, 1)
+    assert new.layout.epoch == 1 and new.layout.names != ShardLayout(qname, 6).names
+    assert await new.result(leases[0].id, timeout=0) == b"kept"
+    dead = await new.job(leases[1].id)
+    assert dead is not None and dead["state"] == b"dead" and b"boom" in dead["error"]
+    for i, j in enumerate(jobs):  # each row sits in the shard the new layout routes it to
+        assert await new.shard_for(j, f"lane-{i}").job(j) is not None
+    # a client opened before the reshard follows it: its calls land in the new layout
+    assert await old.enqueue(generate("JOB"), b"") is Verdict.ENQUEUED
+    assert old.layout == new.layout and await old.admit(jobs[0], b"", lane="lane-0") \
+        is Verdict.DUPLICATE
+    with pytest.raises(ShardCountMismatch):  # built with the old count: a wrong config
+        await AsyncShardedQueue(conn, qname, shards=3).stats()
+    for name in ShardLayout(qname, 3).names:  # an old shard keeps only its retired meta
         keys = {k.decode() for k in raw.scan_iter(match=f"emq:{{{name}}}:*")}
-        assert keys <= {f"emq:{{{name}}}:meta", f"emq:{{{name}}}:maint"}
+        assert keys <= {f"emq:{{{name}}}:meta"}
         assert raw.hget(f"emq:{{{name}}}:meta", "protocol").decode().startswith(RETIRED)
-    # and back to 3: the old layout is revived, the 6-shard one retired
-    await new.complete_many(await new.claim(1, lease_ms=LONG))
+    # and back to 3: a third layout (epoch 2), never the retired names again
     assert await reshard_async(conn, qname, to=3) == 6
     again = AsyncShardedQueue(conn, qname, shards=3)
     assert await again.enqueue(generate("JOB"), b"") is Verdict.ENQUEUED
-    with pytest.raises(ShardCountMismatch):
-        await new.enqueue(generate("JOB"), b"")
+    assert again.layout.epoch == 2 and not set(again.layout.names) & set(ShardLayout(qname, 3).names)
+    assert (await again.stats()).done == 2
 
 
 async def test_reshard_of_an_unknown_queue_is_refused(conn: Any, qname: str) -> None:
@@ -362,6 +369,8 @@ async def test_info_cli_and_dashboard_see_one_logical_queue(conn: Any, qname: st
         code, out, _ = _cli("stats", qname, "--url", backend_url)
         assert code == 0 and "pending=11" in out and "delayed=1" in out
         code, out, err = _cli("reshard", qname, "--to", "6", "--url", backend_url)
-        assert code != 0 and "Traceback" not in err and "still holds jobs" in err, err
+        assert code == 0 and "3 shards -> 6" in out, err  # online: the jobs move along
+        code, out, _ = _cli("stats", qname, "--url", backend_url)
+        assert code == 0 and "pending=11" in out and "delayed=1" in out
 
     await asyncio.to_thread(run)

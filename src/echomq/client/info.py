@@ -26,7 +26,7 @@ from typing import Any
 
 from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connector import AsyncConnector
-from echomq.client.logical import is_shard_name, shard_count
+from echomq.client.logical import is_shard_name, layout_of
 from echomq.core import ids
 from echomq.core.errors import QueueNotFound
 from echomq.core.memory import parse_info
@@ -34,7 +34,6 @@ from echomq.core.model import Stats
 from echomq.protocol import keyspace
 from echomq.protocol.decoders import text
 from echomq.protocol.scripts import load
-from echomq.protocol.sharding import ShardLayout
 
 __all__ = ["WINDOW_MS", "QueueInfo", "ServerInfo", "WorkerInfo", "discover_queues", "queue_info",
            "server_info"]
@@ -156,10 +155,10 @@ def _worker(queue: str, name: Any, deadline: Any, about: Any) -> WorkerInfo:
 async def queue_info(connector: AsyncConnector | AsyncClusterConnector, name: str) -> QueueInfo:
     """One queue's counts, rates, oldest pending age and workers; QueueNotFound if unknown.
     A sharded queue's figures are its shards' summed (the oldest age: the oldest of them)."""
-    count = await shard_count(connector, name)
-    if count is not None:
+    layout = await layout_of(connector, name)
+    if layout is not None:
         parts = [await queue_info(connector, sub) if await _exists(connector, sub) else None
-                 for sub in ShardLayout(name, count).names]
+                 for sub in layout.names]
         return _merged(name, [x for x in parts if x is not None])
     k = {t: keyspace.queue_key(name, t) for t in ("pending", "active", "delayed", "done", "dead",
                                                  "meta", "workers", "workers:about")}

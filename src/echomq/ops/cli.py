@@ -7,7 +7,7 @@
     echomq browse QUEUE STATE     a page of jobs in a state
     echomq requeue-dead QUEUE     dead jobs back to pending
     echomq purge-dead QUEUE       delete dead jobs
-    echomq reshard QUEUE --to N   switch a drained sharded queue to N shards
+    echomq reshard QUEUE --to N   move a sharded queue to N shards while it runs
     echomq dashboard              the web dashboard (--url, --port, --token, --read-only)
     echomq schedule TARGET        admit the ticks of periodic jobs (module:SCHEDULES), --once
     echomq result QUEUE ID        wait for a job to end, print its result (echomq.ops.cli_jobs)
@@ -189,7 +189,8 @@ def purge_dead(queue: str, url: str | None) -> None:
               help="the new shard count")
 @URL
 def reshard(queue: str, to: int, url: str | None) -> None:
-    """Switch the sharded QUEUE to --to shards once it is drained (drain-and-switch)."""
+    """Move the sharded QUEUE to --to shards while it runs (decision 0030): every job
+    moves along, finished rows keep their results and dedupe window."""
     queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
 
     async def go(connector: Any) -> int:

@@ -161,14 +161,14 @@ class Schedule:
         """The id of this schedule's job for ``tick_ms`` (the same in every scheduler)."""
         return ids.derive_id("JOB", str(tick_ms), namespace=f"schedule:{self.name}", at_ms=tick_ms)
 
-    def on_shards(self, count: int) -> Schedule:
+    def on_shards(self, count: int, epoch: int = 0) -> Schedule:
         """This schedule pinned to one shard of its queue sharded in ``count``: the shard of
         its lane, else the shard of ``schedule:<name>``. The ``schedule`` script then runs
         in that shard's slot, where its mark lives: each tick still admitted once (the job's
         id does not change; decision 0020)."""
         from echomq.protocol.sharding import ShardLayout
 
-        layout = ShardLayout(self.queue, count)
+        layout = ShardLayout(self.queue, count, epoch)
         i = layout.index(f"schedule:{self.name}", self.lane)
         return dataclasses.replace(self, queue=layout.names[i])
 

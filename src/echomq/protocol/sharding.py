@@ -16,10 +16,11 @@ lane's order, stay in one shard), else of its id: ``crc16(key) % N``. Admission 
 per shard, so a resent id is a DUPLICATE when it comes with the same lane (as every
 resend does); the same id with another lane may land in another shard.
 
-Changing N is a drain-and-switch (:func:`echomq.client._async.reshard.reshard`): the old
-shards must hold no live job; their meta then records :data:`RETIRED` as their protocol,
-so every script a stale client (one still built with the old N) runs on them is refused
-by the version fence, which the sharded queue reports as :class:`ShardCountMismatch`.
+Changing N is online (:func:`echomq.client._async.reshard.reshard`, decision 0030): a new
+layout has a new epoch (shards ``q#i/N@epoch``); the old shards' meta records
+:data:`RETIRED` as their protocol, so every script a client still on them runs is refused
+by the version fence, which the sharded queue reports as :class:`ShardCountMismatch` (and
+a client that was following the queue answers by moving to the new layout).
 """
 
 from __future__ import annotations
@@ -60,10 +61,10 @@ def retired_marker(count: int) -> str:
     return f"{RETIRED}:shards={count}"
 
 
-def _pick_name(name: str, i: int, count: int) -> str:
+def _pick_name(name: str, i: int, count: int, epoch: int = 0) -> str:
     width = keyspace.SLOTS / count
     lo, hi = i * width + width / 4, (i + 1) * width - width / 4
-    base = f"{name}#{i}/{count}"
+    base = f"{name}#{i}/{count}" + (f"@{epoch}" if epoch else "")
     for k in range(1000):
         sub = base if k == 0 else f"{base}~{k}"
         if lo <= keyspace.crc16(sub.encode()) % keyspace.SLOTS < hi:
@@ -77,18 +78,23 @@ class ShardLayout:
 
     name: str
     count: int
+    # The layout's generation: 0 for a queue never resharded; each online reshard makes
+    # a new one (docs/decisions/0030-online-reshard.md), whose shards are named
+    # ``q#i/N@epoch``, so a shard name never comes back after it was retired.
+    epoch: int = 0
     names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         keyspace.check_queue(self.name)
-        if len(self.name) > keyspace.MAX_QUEUE_NAME - _SUFFIX:
-            raise InvalidQueueName(
-                f"a sharded queue's name is at most {keyspace.MAX_QUEUE_NAME - _SUFFIX} characters")
+        check_int("epoch", self.epoch, 0, 10**9)
+        room = keyspace.MAX_QUEUE_NAME - _SUFFIX - (len(f"@{self.epoch}") if self.epoch else 0)
+        if len(self.name) > room:
+            raise InvalidQueueName(f"a sharded queue's name is at most {room} characters")
         if isinstance(self.count, bool):
             raise InvalidArgument("shards must be an int")
         check_int("shards", self.count, 1, MAX_SHARDS)
         object.__setattr__(self, "names", tuple(
-            _pick_name(self.name, i, self.count) for i in range(self.count)))
+            _pick_name(self.name, i, self.count, self.epoch) for i in range(self.count)))
 
     def index(self, job_id: str, lane: str | None = None) -> int:
         """The shard of a job: by its lane when it has one, else by its id."""

@@ -77,6 +77,7 @@ from echomq.core.eviction import check_eviction_policy
 from echomq.core.hooks import Hooks
 from echomq.core.model import Lease
 from echomq.core.outcomes import Outcome
+from echomq.protocol.sharding import RETIRED
 from echomq.runtime._threads import HandlerThreads
 from echomq.runtime.ack_batcher import AckBatcher
 from echomq.runtime.consumer_options import ConsumerOptions, ConsumerStats, Handler
@@ -314,7 +315,10 @@ class Consumer:
         if refusal.kind is Kind.CONFIGURATION and self._fatal is None:
             if isinstance(exc, ProtocolVersionError):  # the typed error itself, touching nothing
                 self._fatal = exc
-                log.error("consumer %s stopped: %s (%s)", self.name, exc, refusal.detail)
+                # A shard retired by an online reshard (decision 0030) is expected: the
+                # sharded consumer moves to the new layout.
+                (log.info if RETIRED in str(exc) else log.error)(
+                    "consumer %s stopped: %s (%s)", self.name, exc, refusal.detail)
             else:
                 self._fatal = ConfigurationError(f"consumer {self.name} stopped: {refusal.line()}")
                 self._fatal.__cause__ = exc

@@ -33,12 +33,14 @@ import asyncio
 import dataclasses
 import logging
 import os
+from typing import Any
 
 from echomq.client._async import sharded_gate
+from echomq.client._async.reshard import read_record, repair
 from echomq.client._async.sharded import AsyncShardedQueue
-from echomq.core.errors import EchoMQError, InvalidArgument
+from echomq.core.errors import EchoMQError, InvalidArgument, ShardCountMismatch
 from echomq.core.hooks import Hooks
-from echomq.protocol.sharding import translate
+from echomq.protocol.sharding import RETIRED, translate
 from echomq.runtime.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
 from echomq.runtime.lease_table import cancel_and_wait
 from echomq.runtime.slot_pool import SlotPool
@@ -57,55 +59,118 @@ class ShardedConsumer:
         if hooks is not None and not isinstance(hooks, Hooks):
             raise InvalidArgument(f"hooks must be echomq.Hooks, not {type(hooks).__name__}")
         self.queue = queue
+        self.handler = handler
         self.hooks = hooks or Hooks()
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
+        self._stopped = False
+        self._hurry = False
+        self._past: list[ConsumerStats] = []  # the counters of the layouts followed before
+        self._build()
+
+    def _build(self) -> None:
+        """One consumer per shard of the queue's current layout, one pool for all."""
         self.pool = SlotPool(self.options.concurrency)
-        self.consumers = [Consumer(shard, handler, options=self.options, name=f"{self.name}/{i}",
-                                   hooks=self.hooks, pool=self.pool)
-                          for i, shard in enumerate(queue.shards)]
+        self.consumers = [Consumer(shard, self.handler, options=self.options,
+                                   name=f"{self.name}/{i}", hooks=self.hooks, pool=self.pool)
+                          for i, shard in enumerate(self.queue.shards)]
 
     async def run(self) -> None:
         """Check the shard count, then run every shard's consumer until :meth:`stop`.
-        If one ends with an error, the others are stopped and the error raised."""
+        If one ends with an error, the others are stopped and the error raised. When an
+        online reshard switches the queue to a new layout (decision 0030), the consumers
+        of the old one stop (the reshard waited until they held nothing) and consumers
+        of the new one start."""
         await self.queue.open()
-        tasks = [asyncio.create_task(c.run(), name=c.name) for c in self.consumers]
-        shares = asyncio.create_task(self._rebalance(), name=f"{self.name}:shares") \
+        if [c.queue for c in self.consumers] != self.queue.shards:
+            self._build()
+        aux = asyncio.create_task(self._upkeep(), name=f"{self.name}:upkeep") \
             if self.options.maintenance else None
         try:
-            for done in asyncio.as_completed(tasks):
+            while await self._generation():
+                self._past.append(self._sum(self.consumers))
+                self._build()
+        finally:
+            if aux is not None:
+                await cancel_and_wait([aux])
+
+    async def _generation(self) -> bool:
+        """Run the consumers of one layout; True when the layout changed under them."""
+        tasks: list[asyncio.Task[Any]] = [asyncio.create_task(c.run(), name=c.name)
+                                          for c in self.consumers]
+        watch: asyncio.Task[Any] = asyncio.create_task(self._watch(), name=f"{self.name}:layout")
+        if self._stopped:
+            self.stop(hurry=self._hurry)
+        moved = False
+        every: list[asyncio.Task[Any]] = [*tasks, watch]
+        try:
+            for done in asyncio.as_completed(every):
                 try:
-                    await done
+                    if await done is True:  # the watcher saw a new layout
+                        moved = True
+                        self._stop_current()
                 except EchoMQError as exc:
-                    self.stop()
-                    await asyncio.gather(*tasks, return_exceptions=True)
                     out = translate(exc, self.queue.name)
-                    if out is exc:
-                        raise
-                    raise out from exc
+                    if not (isinstance(out, ShardCountMismatch) and RETIRED in str(out)
+                            and not self._stopped):
+                        self.stop()
+                        await asyncio.gather(*tasks, return_exceptions=True)
+                        if out is exc:
+                            raise
+                        raise out from exc
+                    moved = True  # a shard was retired: follow the reshard
+                    self._stop_current()
+                if all(t.done() for t in tasks):
+                    break
         finally:
             for task in tasks:
                 if not task.done():
-                    self.stop(hurry=True)
+                    self._stop_current(hurry=True)
             await asyncio.gather(*tasks, return_exceptions=True)
-            if shares is not None:
-                await cancel_and_wait([shares])
+            await cancel_and_wait([watch])
+        if not moved or self._stopped:
+            return False
+        await self.queue._follow(ShardCountMismatch(
+            f"queue {self.queue.name!r}: a shard was retired but no new layout was recorded"))
+        return True
 
-    async def _rebalance(self) -> None:
+    async def _watch(self) -> bool:
+        """Each beat, read the queue's record: True once it names a newer layout."""
+        every = max(self.options.beat_ms, 50) / 1000
+        epoch = self.queue.layout.epoch
+        while True:
+            await asyncio.sleep(every)
+            try:
+                rec = await read_record(self.queue.connector, self.queue.name)
+            except Exception as exc:
+                log.debug("%s: layout not read this beat (%r)", self.name, exc)
+                continue
+            if rec is not None and rec.epoch > epoch:
+                return True
+
+    async def _upkeep(self) -> None:
         """Each beat, one step of the rate limit's rebalancing (a no-op without a limit;
-        one step at a time per queue across consumers: echomq.client._async.sharded_gate).
+        one step at a time per queue across consumers: echomq.client._async.sharded_gate),
+        and the repair of a reshard its operator left unfinished (a no-op unless the
+        record says one is under way and no mover holds its token: reshard.repair).
         A failure is the next beat's to retry: the shares only ever move safely."""
         every = max(self.options.beat_ms, 100) / 1000
         while True:
             await asyncio.sleep(every)
             try:
                 await sharded_gate.rebalance(self.queue)
+                await repair(self.queue.connector, self.queue.name)
             except Exception as exc:
-                log.debug("%s: rate shares not rebalanced this beat (%r)", self.name, exc)
+                log.debug("%s: upkeep of the layout not done this beat (%r)", self.name, exc)
 
-    def stop(self, *, hurry: bool = False) -> None:
+    def _stop_current(self, *, hurry: bool = False) -> None:
         for c in self.consumers:
             c.stop(hurry=hurry)
+
+    def stop(self, *, hurry: bool = False) -> None:
+        self._stopped = True
+        self._hurry = self._hurry or hurry
+        self._stop_current(hurry=self._hurry)
 
     @property
     def in_flight(self) -> int:
@@ -113,11 +178,15 @@ class ShardedConsumer:
 
     @property
     def stats(self) -> ConsumerStats:
-        """The shards' counters summed."""
+        """The shards' counters summed (with those of the layouts followed before)."""
+        return self._sum(self.consumers, *self._past)
+
+    @staticmethod
+    def _sum(consumers: list[Consumer], *more: ConsumerStats) -> ConsumerStats:
         total = ConsumerStats()
-        for c in self.consumers:
+        for st in [*(c.stats for c in consumers), *more]:
             for f in dataclasses.fields(ConsumerStats):
-                mine, theirs = getattr(total, f.name), getattr(c.stats, f.name)
+                mine, theirs = getattr(total, f.name), getattr(st, f.name)
                 if isinstance(mine, dict):
                     for k, v in theirs.items():
                         mine[k] = mine.get(k, 0) + v

@@ -32,7 +32,7 @@ from echomq.client._async.connector import AsyncConnector
 from echomq.client.replies import Episodes, classify
 from echomq.core.errors import InvalidArgument, ProtocolVersionError, ShardCountMismatch
 from echomq.protocol import Call
-from echomq.protocol.decoders import text
+from echomq.protocol.resharding import parse_record
 from echomq.protocol.schedules import Schedule, decode_schedule, tick_of
 from echomq.protocol.sharding import RETIRED, record_key
 
@@ -102,8 +102,8 @@ class AsyncScheduler:
         known = self._targets.get(key)
         if known is not None and time.monotonic() - known[1] < _RESOLVE_S:
             return known[0]
-        raw = await self.connector.command("HGET", record_key(s.queue), "count")
-        target = s if raw is None else s.on_shards(int(text(raw)))
+        rec = parse_record(s.queue, await self.connector.command("HGETALL", record_key(s.queue)))
+        target = s if rec is None else s.on_shards(rec.count, rec.epoch)
         if known is not None and known[0].queue != target.queue:
             self.marks.pop(key, None)  # another shard keeps this schedule's mark now
         self._targets[key] = (target, time.monotonic())

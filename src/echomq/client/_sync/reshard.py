@@ -1,98 +1,303 @@
 # Generated from echomq/client/_async/reshard.py by scripts/unasync_gen.py. Do not edit.
-"""Changing a sharded queue's shard count: drain-and-switch (docs/decisions/0020).
+"""Changing a sharded queue's shard count online, while producers and consumers run
+(docs/decisions/0030-online-reshard.md; the record's fields: echomq.protocol.resharding).
 
-The old layout must be drained first (stop its producers, let its consumers empty it,
-requeue or purge its dead jobs). :func:`reshard` then
+:func:`reshard` moves queue ``q`` from layout ``L = (N, e)`` to ``L' = (M, e + 1)``
+(new shard names: a retired name never serves again):
 
-1. refuses with :class:`QueueNotDrained` while any old shard holds a pending, active,
-   delayed or dead job (nothing changed);
-2. deletes the old shards' done rows (the window in which a resent id is refused as a
-   duplicate starts again with the new layout);
-3. retires each old shard: its meta records :data:`echomq.protocol.sharding.RETIRED` as its
-   protocol, so every script a client still built with the old count runs there is
-   refused by the version fence (reported as ShardCountMismatch). A job that reached a
-   shard before it was retired is seen by the check that follows the retirement (no
-   script can write there after it); then every shard retired so far is revived and
-   the reshard refused with QueueNotDrained: nothing is stranded;
-4. revives the new layout's shards if an earlier reshard had retired them;
-5. records the new count: clients built with it may start.
+1. **Prepare** (record ``moving = M:e+1``): pause every shard of ``L`` (claims stop,
+   admissions go on into ``L``); wait until no job of ``L`` is active (running handlers
+   finish and complete; expired leases are reaped) and, under a rate limit, one window
+   more; give ``L'`` its rate shares, its lane limit and the pause the operator had set.
+2. **Retire and move the live jobs**: every shard of ``L`` records the retired marker, so
+   every script there is refused from now on (a client still on ``L`` learns the new
+   layout from that refusal and retries: nothing was written); then each pending and
+   delayed job is copied into its shard of ``L'`` (``import_row``: placed as an admission
+   places it, a serial lane's hold kept) and only then removed from ``L``
+   (``unload_row``). Admissions wait during this step only.
+3. **Switch** (one ``HSET``): ``count = M``, ``epoch = e + 1``, ``from = N:e``. Clients
+   and consumers follow ``L'``. An admission first asks ``L``'s shards whether the id has
+   a row there (``rows_exist``): one job per id across both layouts.
+4. **Move the finished rows** (done and dead: results and the dedupe window are kept,
+   their scores too), copy then remove, in batches; then drop ``from``: the reshard is
+   committed.
 
-One operator at a time: two concurrent reshards of one queue are not fenced against
-each other.
+Every step is idempotent and the record says where a reshard stands, so a reshard that
+crashed is finished by any :class:`~echomq.runtime.sharded_consumer.ShardedConsumer`'s
+upkeep (:func:`repair`, under the ``emq:{q}:reshard`` token) or by running ``reshard``
+again. One reshard at a time: the token refuses a second (QueueNotDrained).
 """
 
 from __future__ import annotations
 
+import os
+import time
+from typing import Any
+
 from echomq.client._sync.cluster import ClusterConnector
 from echomq.client._sync.connector import Connector
 from echomq.client._sync.queue import Queue
-from echomq.client._sync.sharded import ShardedQueue
-from echomq.core.errors import QueueNotDrained, QueueNotFound
+from echomq.core.errors import EchoMQError, QueueNotDrained, QueueNotFound, ShardCountMismatch
+from echomq.core.model import QueueOptions
+from echomq.protocol import keyspace
 from echomq.protocol.decoders import text
+from echomq.protocol.gate import RateLimit
+from echomq.protocol.resharding import Record, import_row, parse_record, unload_row
+from echomq.protocol.shard_limits import MARGIN_MS, check_budget, split
 from echomq.protocol.sharding import RETIRED, ShardLayout, record_key, retired_marker
 
-__all__ = ["reshard"]
+__all__ = ["read_record", "repair", "reshard"]
 
-_LIVE = ("pending", "active", "delayed", "dead")
-
-
-def _purge_done(shard: Queue) -> int:
-    gone = 0
-    while True:
-        page = shard.browse("done", limit=shard.options.batch)
-        if not page:
-            return gone
-        gone += shard.purge("done", [v.id for v in page])
+Conn = Connector | ClusterConnector
+TOKEN_MS = 30_000  # the reshard token's life, renewed by every step of the mover
+BATCH = 200  # rows moved per step of the finished rows
+_LIVE = ("pending", "delayed")
+_DONE = ("done", "dead")
+_AUX = ("lanes", "inflight", "rate", "lane_rate", "lane_seen", "parked", "maint", "wake")
 
 
-def _live(connector: Connector | ClusterConnector, shard: Queue) -> int:
-    return sum([int(connector.command("ZCARD", shard.keys[s])) for s in _LIVE])
+def _token_key(name: str) -> str:
+    return keyspace.queue_key(name, "reshard")
 
 
-def _revive(connector: Connector | ClusterConnector, shard: Queue,
-                  recorded: str | None) -> None:
-    if recorded is None:
-        connector.command("HDEL", shard.keys["meta"], "protocol")
-    else:
-        connector.command("HSET", shard.keys["meta"], "protocol", recorded)
+def read_record(conn: Conn, name: str) -> Record | None:
+    return parse_record(name, conn.command("HGETALL", record_key(name)))
 
 
-def reshard(connector: Connector | ClusterConnector, name: str, *,
-                  to: int) -> int:
-    """Switch queue ``name`` to ``to`` shards (see the module doc); returns the old count.
-    QueueNotFound if the queue was never sharded, QueueNotDrained if it still holds jobs."""
-    new = ShardLayout(name, to)  # InvalidArgument before any I/O
-    raw = connector.command("HGET", record_key(name), "count")
-    if raw is None:
+class _Mover:
+    """One mover of one queue, holding the reshard token while it works."""
+
+    def __init__(self, conn: Conn, name: str) -> None:
+        self.conn, self.name = conn, name
+        self.token = f"{os.getpid()}:{id(self)}:{time.time()}"
+
+    def take(self) -> bool:
+        got = self.conn.command("SET", _token_key(self.name), self.token, "NX", "PX",
+                                      TOKEN_MS)
+        return got is not None
+
+    def renew(self) -> None:
+        """Keep the token (a mover whose token another took stops: QueueNotDrained)."""
+        held = self.conn.command("GET", _token_key(self.name))
+        if held is None or text(held) != self.token:
+            raise QueueNotDrained(f"queue {self.name!r}: another mover took over the reshard")
+        self.conn.command("PEXPIRE", _token_key(self.name), TOKEN_MS)
+
+    def release(self) -> None:
+        held = self.conn.command("GET", _token_key(self.name))
+        if held is not None and text(held) == self.token:
+            self.conn.command("DEL", _token_key(self.name))
+
+    def shards(self, layout: ShardLayout) -> list[Queue]:
+        return [Queue(self.conn, sub, options=QueueOptions()) for sub in layout.names]
+
+    # ------------------------------------------------------------- phase 1
+    def prepare(self, rec: Record, target: ShardLayout, wait_s: float) -> bool:
+        """Pause ``rec``'s layout, wait for its active jobs, set up ``target``. True when
+        ready to retire; False if the active jobs did not end within ``wait_s`` (then the
+        layout is resumed as it was and ``moving`` dropped)."""
+        old = self.shards(rec.layout)
+        fields = {text(k): text(v) for k, v in
+                  (self.conn.command("HGETALL", record_key(self.name))).items()}
+        retired = [(self.conn.command("HGET", x.keys["meta"], "protocol")) or b""
+                   for x in old]
+        if any(text(r).startswith(RETIRED) for r in retired):
+            old = []  # a mover that crashed had begun retiring: the waiting was done
+        if "paused_by_user" not in fields:
+            user = any([(s.gate()).paused for s in old])
+            self.conn.command("HSET", record_key(self.name), "paused_by_user", int(user))
+            fields["paused_by_user"] = str(int(user))
+        for shard in old:
+            shard.pause()
+        rate_ms = int(fields.get("rate_ms", "0"))
+        quiet_until = time.monotonic() + (rate_ms + MARGIN_MS) / 1000 if rate_ms and old else 0.0
+        give_up = time.monotonic() + wait_s
+        while True:
+            self.renew()
+            active = 0
+            for shard in old:
+                shard.reap()
+                active += int(self.conn.command("ZCARD", shard.keys["active"]))
+            if not active and time.monotonic() >= quiet_until:
+                break
+            if time.monotonic() > give_up:
+                if fields["paused_by_user"] != "1":
+                    for shard in old:
+                        shard.resume()
+                self.conn.command("HDEL", record_key(self.name), "moving", "paused_by_user")
+                return False
+            time.sleep(0.02)
+        new = self.shards(target)
+        lane = RateLimit(int(fields["lane_max"]), int(fields["lane_ms"])) \
+            if fields.get("lane_max") else None
+        if fields.get("rate_max"):
+            shares = split(int(fields["rate_max"]), [0] * target.count)
+            for shard, share in zip(new, shares, strict=True):
+                shard.set_limits(rate=RateLimit(share, rate_ms), lane_rate=lane)
+        elif lane is not None:
+            for shard in new:
+                shard.set_limits(lane_rate=lane)
+        for shard in new:
+            (shard.pause() if fields["paused_by_user"] == "1" else shard.fence())
+        return True
+
+    # ------------------------------------------------------------- phase 2
+    def retire(self, rec: Record, target: ShardLayout) -> None:
+        for shard in self.shards(rec.layout):
+            self.conn.command("HSET", shard.keys["meta"], "protocol",
+                                    retired_marker(target.count))
+
+    def move(self, source: ShardLayout, target: ShardLayout, states: tuple[str, ...],
+                   limit: int | None) -> int:
+        """Copy then remove up to ``limit`` rows of ``states`` from ``source`` into
+        ``target`` (all with None), in set order, a page at a time; the number moved."""
+        moved = 0
+        new = self.shards(target)
+        for shard in self.shards(source):
+            for state in states:
+                while limit is None or moved < limit:
+                    take = BATCH if limit is None else min(BATCH, limit - moved)
+                    page = self.conn.command("ZRANGE", shard.keys[state], 0, take - 1,
+                                                   "WITHSCORES")
+                    if not page:
+                        break
+                    self.renew()
+                    moved += self._move_page(shard, new, target, state,
+                                                   [(text(i), float(sc)) for i, sc in page])
+                if limit is not None and moved >= limit:
+                    return moved
+        return moved
+
+    def _move_page(self, shard: Queue, new: list[Queue], target: ShardLayout,
+                         state: str, page: list[tuple[str, float]]) -> int:
+        """One page: every row read in one round trip, imported (pipelined), and only the
+        rows whose import answered removed from the old shard (pipelined)."""
+        reads: list[Any] = [("HGETALL", shard.job_key(i)) for i, _ in page]
+        *flat, holders = self._reads(shard, [*reads, ("HGETALL", shard.keys["inflight"])])
+        held = {k: text(v) for k, v in _fields(holders).items()}
+        imports, ids = [], []
+        for (job_id, score), raw in zip(page, flat, strict=True):
+            row = _fields(raw)
+            if row:
+                lane = text(row["lane"]) if "lane" in row else None
+                dest = new[target.index(job_id, lane)]
+                imports.append(import_row(dest.k, job_id, state, score,
+                                          lane is not None and held.get(lane) == job_id, row))
+            ids.append(job_id)
+        for reply in self.conn.pipeline(imports) if imports else []:
+            if isinstance(reply, BaseException):
+                raise reply  # nothing of this page is removed before every import landed
+        self.conn.pipeline([unload_row(shard.k, i) for i in ids])
+        return len(ids)
+
+    def _reads(self, shard: Queue, reads: list[Any]) -> list[Any]:
+        """Plain reads of one shard in one round trip: on a cluster, pipelined on the
+        shard's node (the cluster client sends a flush's reads one by one); if that node
+        does not answer them (a failover), through the cluster client."""
+        if isinstance(self.conn, ClusterConnector):
+            try:
+                node = self.conn.node(self.conn.node_for_key(shard.keys["meta"]))
+                return node.flush([], reads)
+            except EchoMQError:
+                pass
+        return self.conn.flush([], reads)
+
+    def empty(self, layout: ShardLayout) -> bool:
+        for shard in self.shards(layout):
+            for state in (*_LIVE, *_DONE, "active"):
+                if int(self.conn.command("ZCARD", shard.keys[state])):
+                    return False
+        return True
+
+    def tidy(self, layout: ShardLayout) -> None:
+        """A retired, empty layout keeps only its meta (the retired marker refuses clients)."""
+        for shard in self.shards(layout):
+            for aux in _AUX:
+                if aux != "wake":
+                    self.conn.command("DEL", shard.keys[aux])
+
+    # --------------------------------------------------------------- drive
+    def drive(self, rec: Record, wait_s: float) -> Record:
+        """Take ``rec`` through every phase left; the record at the end."""
+        key = record_key(self.name)
+        if rec.moving is not None:
+            target = ShardLayout(self.name, *rec.moving)
+            if not self.prepare(rec, target, wait_s):
+                raise QueueNotDrained(
+                    f"queue {self.name!r}: jobs still active after {wait_s:g}s; the reshard to "
+                    f"{target.count} shards was undone (claims resumed): try again")
+            self.retire(rec, target)
+            self.move(rec.layout, target, _LIVE, None)
+            self.conn.command("HSET", key, "count", target.count, "epoch", target.epoch,
+                                    "from", f"{rec.count}:{rec.epoch}")
+            self.conn.command("HDEL", key, "moving", "paused_by_user")
+            rec = _must(self.conn, self.name)
+        if rec.from_ is not None:
+            old = ShardLayout(self.name, *rec.from_)
+            self.move(old, rec.layout, _LIVE, None)  # stragglers: none are expected
+            self.move(old, rec.layout, _DONE, None)
+            if self.empty(old):
+                self.tidy(old)
+                self.conn.command("HDEL", key, "from")
+            rec = _must(self.conn, self.name)
+        return rec
+
+
+def _fields(raw: Any) -> dict[str, Any]:
+    """An HGETALL reply as a dict by field name: a dict (the cluster client's) or the
+    flat field, value list (a plain pipelined read)."""
+    if isinstance(raw, dict):
+        return {text(k): v for k, v in raw.items()}
+    return {text(raw[j]): raw[j + 1] for j in range(0, len(raw or []), 2)}
+
+
+def _must(conn: Conn, name: str) -> Record:
+    rec = read_record(conn, name)
+    if rec is None:
         raise QueueNotFound(f"queue {name!r} is not a sharded queue (no {record_key(name)})")
-    count = int(text(raw))
-    if count == to:
-        return count
-    old = ShardedQueue(connector, name, shards=count)
-    old.open()
-    stats = old.stats_by_shard()
-    left = {s: sum(getattr(x, s) for x in stats) for s in _LIVE}
-    if any(left.values()):
-        raise QueueNotDrained(f"queue {name!r} still holds jobs in its {count} shards ("
-                              + ", ".join(f"{n} {s}" for s, n in left.items() if n)
-                              + "): drain it, requeue or purge the dead, then reshard")
-    for shard in old.shards:
-        _purge_done(shard)
-    retired: list[tuple[Queue, str | None]] = []
-    for shard in old.shards:
-        was = connector.command("HGET", shard.keys["meta"], "protocol")
-        connector.command("HSET", shard.keys["meta"], "protocol", retired_marker(to))
-        retired.append((shard, None if was is None else text(was)))
-        if _live(connector, shard):  # admitted before the retirement: undo it all
-            for back, recorded in retired:
-                _revive(connector, back, recorded)
-            raise QueueNotDrained(f"queue {name!r}: a job reached shard {shard.name!r} while "
-                                  "resharding: stop the old producers, then reshard")
-    for sub in new.names:
-        shard = Queue(connector, sub)
-        was = connector.command("HGET", shard.keys["meta"], "protocol")
-        if was is not None and text(was).startswith(RETIRED):
-            _revive(connector, shard, None)
-    connector.command("HSET", record_key(name), "count", to)
-    return count
+    return rec
 
+
+def reshard(connector: Conn, name: str, *, to: int, wait_s: float = 60.0) -> int:
+    """Switch queue ``name`` to ``to`` shards while it runs (see the module); returns the
+    old count. QueueNotFound if it was never sharded; QueueNotDrained if another reshard
+    is under way, or if its active jobs did not end within ``wait_s`` (nothing changed)."""
+    ShardLayout(name, to)  # InvalidArgument before any I/O
+    rec = _must(connector, name)
+    mover = _Mover(connector, name)
+    if not mover.take():
+        raise QueueNotDrained(f"queue {name!r}: another reshard is under way")
+    try:
+        rec = mover.drive(rec, wait_s)  # an interrupted one first
+        if rec.count == to:
+            return to
+        fields = {text(k): text(v) for k, v in
+                  (connector.command("HGETALL", record_key(name))).items()}
+        if fields.get("rate_max"):
+            check_budget(int(fields["rate_max"]), to)
+        old = rec.count
+        target = ShardLayout(name, to, rec.epoch + 1)
+        connector.command("HSET", record_key(name), "moving", f"{to}:{target.epoch}")
+        mover.drive(_must(connector, name), wait_s)
+        return old
+    finally:
+        mover.release()
+
+
+def repair(connector: Conn, name: str, *, wait_s: float = 60.0) -> bool:
+    """Finish a reshard that its operator left (crashed, or stopped): one call of an
+    upkeep beat, a no-op (False) unless the record says one is under way and no mover
+    holds the token."""
+    rec = read_record(connector, name)
+    if rec is None or (rec.moving is None and rec.from_ is None):
+        return False
+    mover = _Mover(connector, name)
+    if not mover.take():
+        return False
+    try:
+        mover.drive(rec, wait_s)
+    except (QueueNotDrained, ShardCountMismatch):
+        return False
+    finally:
+        mover.release()
+    return True

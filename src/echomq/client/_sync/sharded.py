@@ -21,16 +21,26 @@ The shard count is checked against the queue's record before the first call
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from echomq import protocol as p
 from echomq.client._fan import fan_out, fan_out_each
 from echomq.client._sync.cluster import ClusterConnector
 from echomq.client._sync.connector import Connector
 from echomq.client._sync.queue import Queue
-from echomq.core.errors import EchoMQError, InvalidArgument, JobNotFound
+from echomq.client._sync.sharded_base import ShardedBase
+from echomq.core.errors import (
+    EchoMQError,
+    InvalidArgument,
+    JobNotFound,
+    ProtocolVersionError,
+    ResultTimeout,
+    ShardCountMismatch,
+)
 from echomq.core.model import (
     CancelOutcome,
     Completion,
@@ -43,8 +53,25 @@ from echomq.core.model import (
     Verdict,
 )
 from echomq.protocol import STATES, Bulk
+from echomq.protocol.decoders import text
 from echomq.protocol.gate import Gate, RateLimit
-from echomq.protocol.sharding import ShardLayout, record_key, refusals, translate
+from echomq.protocol.sharding import (
+    RETIRED,
+    refusals,
+    translate,
+)
+
+T = TypeVar("T")
+RESULT_SLICE_S = 1.0  # a result waiter looks for its job's shard again this often
+_SHARD_TAIL = re.compile(r"\d+/\d+(@\d+)?(~\d+)?")  # what ShardLayout puts after "name#"
+FOLLOW_S = 30.0  # how long a call refused by a retired shard waits for the new layout
+
+
+def _first(item: Any) -> object:
+    try:
+        return next(iter(item))
+    except (TypeError, StopIteration):
+        return None
 
 __all__ = ["ShardedQueue"]
 
@@ -53,43 +80,21 @@ def _int(value: object) -> int:
     return int(value.decode() if isinstance(value, bytes) else str(value))
 
 
-class ShardedQueue:
-    """Queue ``name`` spread over ``shards`` sub-queues; the API of :class:`Queue`."""
+class ShardedQueue(ShardedBase):
+    """Queue ``name`` spread over ``shards`` sub-queues; the API of :class:`Queue`.
+    The layout and how it follows a reshard: :class:`ShardedBase`."""
 
     def __init__(
         self, connector: Connector | ClusterConnector, name: str, *, shards: int,
         options: QueueOptions | None = None,
     ) -> None:
-        self.layout = ShardLayout(name, shards)
-        self.connector = connector
-        self.name = name
-        self.shards = [Queue(connector, sub, options=options) for sub in self.layout.names]
-        self.options = self.shards[0].options
-        self._opened = False
+        super().__init__(connector, name, shards=shards, options=options)
         self._turn = 0
 
     # ----------------------------------------------------------------- layout
-    def open(self) -> int:
-        """Record the shard count on a new queue, or check it: ShardCountMismatch if the
-        queue records another. Every other method calls it before its first call."""
-        key = record_key(self.name)
-        self.connector.command("HSETNX", key, "count", self.layout.count)
-        self.layout.check_count(_int(self.connector.command("HGET", key, "count")))
-        self._opened = True
-        return self.layout.count
-
-    def _ready(self) -> None:
-        if not self._opened:
-            self.open()
-
     def shard_for(self, job_id: str, lane: str | None = None) -> Queue:
         """The shard a job with this id (and lane) is admitted to."""
         return self.shards[self.layout.index(job_id, lane)]
-
-    def _of(self, lease: Lease) -> Queue:
-        if not isinstance(lease, Lease):
-            raise InvalidArgument(f"expected a Lease, not {type(lease).__name__}")
-        return self.shards[self.layout.index_of_queue(lease.queue)]
 
     def fence(self) -> str:
         """Check the shard count and every shard's protocol version; the version."""
@@ -100,25 +105,30 @@ class ShardedQueue:
 
     # -------------------------------------------------------------- admission
     def enqueue(self, job_id: str, payload: bytes) -> Verdict:
-        self._ready()
-        with refusals(self.name):
+        def op() -> Verdict:
+            if job_id in self._in_old([job_id]):
+                return Verdict.DUPLICATE
             return self.shard_for(job_id).enqueue(job_id, payload)
+        return self._following(op)
 
     def admit(
         self, job_id: str, payload: bytes, *, lane: str | None = None, delay_ms: int = 0,
         serial: bool = False, max_attempts: int | None = None, priority: int = 0,
         timeout_ms: int | None = None,
     ) -> Verdict:
-        self._ready()
-        with refusals(self.name):
+        def op() -> Verdict:
+            if job_id in self._in_old([job_id]):
+                return Verdict.DUPLICATE
             return self.shard_for(job_id, lane).admit(
                 job_id, payload, lane=lane, delay_ms=delay_ms, serial=serial,
                 max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms)
+        return self._following(op)
 
-    def _group(self, items: list[Any], width: int,
-               out: list[Verdict | EchoMQError]) -> list[tuple[int, list[int]]]:
+    def _group(self, items: list[Any], width: int, out: list[Verdict | EchoMQError],
+               todo: Iterable[int]) -> list[tuple[int, list[int]]]:
         groups: dict[int, list[int]] = {}
-        for i, item in enumerate(items):
+        for i in todo:
+            item = items[i]
             try:
                 fields = tuple(item)
             except TypeError:
@@ -138,16 +148,29 @@ class ShardedQueue:
                              serial: bool) -> list[Verdict | EchoMQError]:
         self._ready()
         out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(items)
-        groups = self._group(items, width, out)
-        sends = [partial(self.shards[s].enqueue_many, [items[i] for i in where]) if width == 2
-                 else partial(self.shards[s].admit_many, [items[i] for i in where], serial=serial)
-                 for s, where in groups]
-        replies = fan_out_each(sends)
-        for (_, where), got in zip(groups, replies, strict=True):
-            for n, i in enumerate(where):
-                verdict = got if isinstance(got, EchoMQError) else got[n]
-                out[i] = translate(verdict, self.name) if isinstance(
-                    verdict, EchoMQError) else verdict
+        todo = list(range(len(items)))
+        while todo:
+            ids = [_first(items[i]) for i in todo]
+            known = self._in_old([i for i in ids if isinstance(i, str)])
+            todo = [i for i, job in zip(todo, ids, strict=True) if job not in known]
+            groups = self._group(items, width, out, todo)
+            sends = [partial(self.shards[s].enqueue_many, [items[i] for i in where])
+                     if width == 2 else
+                     partial(self.shards[s].admit_many, [items[i] for i in where], serial=serial)
+                     for s, where in groups]
+            replies = fan_out_each(sends)
+            todo, retired = [], None
+            for (_, where), got in zip(groups, replies, strict=True):
+                for n, i in enumerate(where):
+                    verdict = got if isinstance(got, EchoMQError) else got[n]
+                    if isinstance(verdict, EchoMQError):
+                        verdict = translate(verdict, self.name)
+                        if isinstance(verdict, ShardCountMismatch) and RETIRED in str(verdict):
+                            todo.append(i)  # refused by a retired shard: nothing written
+                            retired = verdict
+                    out[i] = verdict
+            if retired is not None:
+                self._follow(retired)
         return out
 
     def enqueue_many(
@@ -169,7 +192,9 @@ class ShardedQueue:
         each call (so no shard starves), each asked for what is still missing. A shard
         that fails after others gave leases is skipped this time (those leases are
         returned); if none gave any, its error is raised."""
-        self._ready()
+        return self._following(partial(self._claim, count, lease_ms, window))
+
+    def _claim(self, count: int, lease_ms: int, window: int | None) -> list[Lease]:
         n = len(self.shards)
         start, self._turn = self._turn % n, self._turn + 1
         out: list[Lease] = []
@@ -187,31 +212,15 @@ class ShardedQueue:
         return out
 
     def heartbeat(self, lease: Lease, *, lease_ms: int) -> p.Deadline | None:
-        with refusals(self.name):
-            return self._of(lease).heartbeat(lease, lease_ms=lease_ms)
-
-    def _by_shard(self, leases: Sequence[Lease]) -> dict[int, list[int]]:
-        groups: dict[int, list[int]] = {}
-        for i, lease in enumerate(leases):
-            groups.setdefault(self.layout.index_of_queue(self._of(lease).name), []).append(i)
-        return groups
+        return self._on_lease(lease, lambda s: s.heartbeat(lease, lease_ms=lease_ms), None)
 
     def heartbeat_many(self, leases: Sequence[Lease], *,
                              lease_ms: int) -> list[p.Deadline | None]:
-        groups = sorted(self._by_shard(leases).items())
-        with refusals(self.name):
-            got = fan_out([
-                partial(self.shards[s].heartbeat_many, [leases[i] for i in w], lease_ms=lease_ms)
-                for s, w in groups])
-        out: list[p.Deadline | None] = [None] * len(leases)
-        for (_, where), deadlines in zip(groups, got, strict=True):
-            for i, d in zip(where, deadlines, strict=True):
-                out[i] = d
-        return out
+        return self._per_shard(leases, lambda s, w: s.heartbeat_many(
+            [leases[i] for i in w], lease_ms=lease_ms), None)
 
     def complete(self, lease: Lease, result: bytes = b"") -> Completion:
-        with refusals(self.name):
-            return self._of(lease).complete(lease, result)
+        return self._on_lease(lease, lambda s: s.complete(lease, result), Completion.STALE)
 
     def complete_many(
         self, leases: Sequence[Lease], results: Sequence[bytes] | None = None
@@ -219,35 +228,31 @@ class ShardedQueue:
         res = list(results) if results is not None else [b""] * len(leases)
         if len(res) != len(leases):
             raise InvalidArgument(f"{len(leases)} leases but {len(res)} results")
-        groups = sorted(self._by_shard(leases).items())
-        with refusals(self.name):
-            got = fan_out([
-                partial(self.shards[s].complete_many, [leases[i] for i in w], [res[i] for i in w])
-                for s, w in groups])
-        out: list[Completion] = [Completion.STALE] * len(leases)
-        for (_, where), verdicts in zip(groups, got, strict=True):
-            for i, v in zip(where, verdicts, strict=True):
-                out[i] = v
-        return out
+        return self._per_shard(leases, lambda s, w: s.complete_many(
+            [leases[i] for i in w], [res[i] for i in w]), Completion.STALE)
 
     def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
-        with refusals(self.name):
-            return self._of(lease).retry(lease, delay_ms=delay_ms, error=error)
+        return self._on_lease(lease, lambda s: s.retry(lease, delay_ms=delay_ms, error=error),
+                                    RetryOutcome.STALE)
 
     def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:
-        with refusals(self.name):
-            return self._of(lease).defer(lease, delay_ms=delay_ms)
+        return self._on_lease(lease, lambda s: s.defer(lease, delay_ms=delay_ms),
+                                    RetryOutcome.STALE)
 
     def _each(self, call: str, *args: object) -> list[Any]:
-        self._ready()
-        with refusals(self.name):
-            return fan_out([partial(getattr(q, call), *args) for q in self.shards])
+        return self._following(lambda: fan_out(
+            [partial(getattr(q, call), *args) for q in self.shards]))
 
     def job(self, job_id: str) -> dict[str, bytes] | None:
         """The row of one job (asked of every shard: its lane, which chose it, is unknown)."""
         self.shards[0].job_key(job_id)  # InvalidJobId before any I/O
         rows: list[dict[str, bytes] | None] = self._each("job", job_id)
-        return next((r for r in rows if r is not None), None)
+        found = next((r for r in rows if r is not None), None)
+        for shard in self.old if found is None else []:  # still in a retired layout
+            raw = self.connector.command("HGETALL", shard.job_key(job_id))
+            if raw:
+                return {text(k): v for k, v in raw.items()}
+        return found
 
     # ------------------------------------------------------------------ upkeep
     def promote(self) -> int:
@@ -295,15 +300,38 @@ class ShardedQueue:
         raise JobNotFound(f"no job {job_id}: never admitted, or its row is gone", job_id=job_id)
 
     def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100
-        """As :meth:`Queue.result`, on the shard holding the job."""
-        return (self._holder(job_id)).result(job_id, timeout=timeout)
+        """As :meth:`Queue.result`, on the shard holding the job. Waits in slices of
+        :data:`RESULT_SLICE_S`, looking for the job's shard again after each, so a job
+        an online reshard moves meanwhile is followed to its new shard."""
+        self.shards[0].job_key(job_id)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            try:
+                holder = self._holder(job_id)
+            except JobNotFound:
+                self.open()  # a reshard may be moving it: look at the record again
+                if left == 0 or not (self.old or (self._record()).moving):
+                    raise
+                time.sleep(0.05)
+                continue
+            part = RESULT_SLICE_S if left is None else min(left, RESULT_SLICE_S)
+            try:
+                return holder.result(job_id, timeout=part)
+            except ResultTimeout:
+                if left is not None and left <= part:
+                    raise
+            except ProtocolVersionError as exc:
+                if RETIRED not in str(exc):
+                    raise
+                self.open()
 
     def progress(self, job_id: str) -> bytes | None:
         return (self._holder(job_id)).progress(job_id)
 
     def report_progress(self, lease: Lease, report: bytes) -> ProgressOutcome:
-        with refusals(self.name):
-            return self._of(lease).report_progress(lease, report)
+        return self._on_lease(lease, lambda s: s.report_progress(lease, report),
+                                    ProgressOutcome.STALE)
 
     def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:
         """One outcome per id: the shard holding the job answers; the others leave it."""

@@ -1,0 +1,178 @@
+"""The layout half of a sharded queue: which shards it has now, and how it follows an
+online reshard (docs/decisions/0030-online-reshard.md). :class:`AsyncShardedBase` is the base
+of :class:`~echomq.client._async.sharded.AsyncShardedQueue` (the routing and merging half).
+
+* :meth:`open` records the count on a new queue or checks it, then adopts the layout the
+  record names (count and epoch; a retired layout still moving in is :attr:`old`);
+* a call refused by a retired shard waits for the record to name a newer layout, adopts
+  it and runs again (:meth:`_following`; the refusal wrote nothing);
+* a lease of a retired layout is stale (:meth:`_on_lease`, :meth:`_per_shard`): the
+  reshard waited until no lease there was live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+from echomq.client._async.cluster import AsyncClusterConnector
+from echomq.client._async.connector import AsyncConnector
+from echomq.client._async.queue import AsyncQueue
+from echomq.client._fan import fan_out_async, fan_out_each_async
+from echomq.core import ids as branded
+from echomq.core.errors import EchoMQError, InvalidArgument, ShardCountMismatch
+from echomq.core.model import Lease, QueueOptions
+from echomq.protocol.resharding import Record, parse_record, rows_exist
+from echomq.protocol.sharding import RETIRED, ShardLayout, record_key, refusals, translate
+
+__all__ = ["FOLLOW_S", "AsyncShardedBase"]
+
+T = TypeVar("T")
+FOLLOW_S = 30.0  # how long a call refused by a retired shard waits for the new layout
+_SHARD_TAIL = re.compile(r"\d+/\d+(@\d+)?(~\d+)?")  # what ShardLayout puts after "name#"
+
+
+class AsyncShardedBase:
+    """The layout of queue ``name`` over ``shards`` sub-queues, followed across reshards."""
+
+    def __init__(
+        self, connector: AsyncConnector | AsyncClusterConnector, name: str, *, shards: int,
+        options: QueueOptions | None = None,
+    ) -> None:
+        self.layout = ShardLayout(name, shards)
+        self.connector = connector
+        self.name = name
+        self.shards = [AsyncQueue(connector, sub, options=options) for sub in self.layout.names]
+        self.options = self.shards[0].options
+        self.old: list[AsyncQueue] = []  # a retired layout whose rows are still moving in
+        self._opened = False
+
+    async def open(self) -> int:
+        """Record the shard count on a new queue, or check it: ShardCountMismatch if the
+        queue records another (one a reshard under way is moving from or to is accepted).
+        Every other method calls it before its first call. The client then follows the
+        recorded layout, also when an online reshard changes it (decision 0030)."""
+        key = record_key(self.name)
+        await self.connector.command("HSETNX", key, "count", self.layout.count)
+        rec = parse_record(self.name, await self.connector.command("HGETALL", key))
+        if rec is None:  # pragma: no cover - deleted between the two calls
+            raise ShardCountMismatch(f"queue {self.name!r} lost its shard record")
+        if not self._opened and self.layout.count not in {
+                rec.count, *(x[0] for x in (rec.moving, rec.from_) if x)}:
+            self.layout.check_count(rec.count)
+        self._adopt(rec)
+        self._opened = True
+        return self.layout.count
+
+    def _adopt(self, rec: Record) -> None:
+        if rec.layout != self.layout:
+            self.layout = rec.layout
+            self.shards = [AsyncQueue(self.connector, sub, options=self.options)
+                           for sub in self.layout.names]
+        old = rec.old
+        self.old = [] if old is None else [AsyncQueue(self.connector, sub, options=self.options)
+                                           for sub in old.names]
+
+    async def _follow(self, exc: ShardCountMismatch) -> None:
+        """A shard refused for a reshard: wait until the record names a newer layout
+        (the reshard's move of the live jobs ends), adopt it; ``exc`` if it does not
+        within :data:`FOLLOW_S`."""
+        give_up = time.monotonic() + FOLLOW_S
+        while True:
+            rec = parse_record(self.name, await self.connector.command(
+                "HGETALL", record_key(self.name)))
+            if rec is not None and rec.layout.epoch > self.layout.epoch:
+                self._adopt(rec)
+                return
+            if time.monotonic() > give_up:
+                raise exc
+            await asyncio.sleep(0.02)
+
+    async def _following(self, op: Callable[[], Awaitable[T]]) -> T:
+        """``op()``, run again on the new layout after a reshard retired its shard (the
+        refusal wrote nothing)."""
+        await self._ready()
+        while True:
+            try:
+                with refusals(self.name):
+                    return await op()
+            except ShardCountMismatch as exc:
+                if RETIRED not in str(exc):
+                    raise
+                await self._follow(exc)
+
+    async def _in_old(self, ids: Sequence[str]) -> set[str]:
+        """The ids that have a row in the retired layout still moving in (one job per id
+        across both: such an id is a DUPLICATE, its row on its way here)."""
+        valid = list(dict.fromkeys(i for i in ids if isinstance(i, str) and branded.valid(i)))
+        if not self.old or not valid:
+            return set()
+        got: list[Any] = await fan_out_async([partial(s.connector.run, rows_exist(s.k, valid))
+                                              for s in self.old])
+        return {i for flags in got for i, f in zip(valid, flags, strict=True) if int(f)}
+
+    async def _ready(self) -> None:
+        if not self._opened:
+            await self.open()
+
+    def _of(self, lease: Lease) -> AsyncQueue | None:
+        """The shard of ``lease``, or None for a lease of a retired layout of this queue
+        (its job was handed on by a reshard: the lease is stale)."""
+        if not isinstance(lease, Lease):
+            raise InvalidArgument(f"expected a Lease, not {type(lease).__name__}")
+        if lease.queue not in self.layout.names and lease.queue.startswith(self.name + "#") \
+                and _SHARD_TAIL.fullmatch(lease.queue[len(self.name) + 1:]):
+            return None
+        return self.shards[self.layout.index_of_queue(lease.queue)]
+
+    async def _on_lease(self, lease: Lease, call: Callable[[AsyncQueue], Awaitable[T]],
+                        stale: T) -> T:
+        """``call`` on the lease's shard; ``stale`` for a lease of a retired layout (a
+        reshard waited until its layout held no live lease, so this one had expired)."""
+        shard = self._of(lease)
+        if shard is None:
+            return stale
+        try:
+            with refusals(self.name):
+                return await call(shard)
+        except ShardCountMismatch as exc:
+            if RETIRED not in str(exc):
+                raise
+            return stale
+
+    def _by_shard(self, leases: Sequence[Lease]) -> dict[int, list[int]]:
+        """The leases by shard index (those of a retired layout left out: stale)."""
+        groups: dict[int, list[int]] = {}
+        for i, lease in enumerate(leases):
+            shard = self._of(lease)
+            if shard is not None:
+                groups.setdefault(self.layout.index_of_queue(shard.name), []).append(i)
+        return groups
+
+    async def _per_shard(self, leases: Sequence[Lease],
+                         call: Callable[[AsyncQueue, list[int]], Awaitable[list[T]]],
+                         stale: T) -> list[T]:
+        groups = sorted(self._by_shard(leases).items())
+        got = await fan_out_each_async([partial(call, self.shards[s], w) for s, w in groups])
+        out: list[T] = [stale] * len(leases)
+        for (_, where), answers in zip(groups, got, strict=True):
+            if isinstance(answers, EchoMQError):
+                exc = translate(answers, self.name)
+                if isinstance(exc, ShardCountMismatch) and RETIRED in str(exc):
+                    continue  # a retired shard: its leases are stale
+                raise exc
+            for i, a in zip(where, answers, strict=True):
+                out[i] = a
+        return out
+
+    async def _record(self) -> Record:
+        rec = parse_record(self.name, await self.connector.command(
+            "HGETALL", record_key(self.name)))
+        if rec is None:  # pragma: no cover - the record is never deleted
+            raise ShardCountMismatch(f"queue {self.name!r} lost its shard record")
+        return rec
+

@@ -1,0 +1,17 @@
+#!lua flags=no-writes
+-- name: rows_exist
+-- summary: Which of these jobs have a row in this shard: the admission of a sharded queue
+--   asks the shards of the layout an online reshard is emptying, so an id admitted there
+--   stays one job (docs/decisions/0030-online-reshard.md). No version fence: the shards
+--   asked are retired.
+-- KEYS[1] meta: emq:{q}:meta
+-- KEYS[2..] jobs: emq:{q}:job:<id> for each id, in ARGV order
+-- ARGV[1..] ids: the job ids
+-- RETURNS: array, one per id in order: 1 a row exists | 0 none
+-- ERRORS: EMQKEYS job keys not the ids' or not this queue's
+-- @include shape
+local bad = shape({'meta'}, 0, 1, 0)
+if bad then return bad end
+local out = {}
+for i = 2, #KEYS do out[i - 1] = redis.call('EXISTS', KEYS[i]) end
+return out

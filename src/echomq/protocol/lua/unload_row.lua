@@ -1,0 +1,22 @@
+#!lua flags=allow-oom
+-- name: unload_row
+-- summary: Remove one job, moved to the new layout by an online reshard, from a shard of
+--   the retired layout: its row, its entry in every state set and its hold on a serial
+--   lane (docs/decisions/0030-online-reshard.md). Runs on a retired shard, so it does
+--   not run the version fence: only the reshard's mover calls it, after import_row.
+-- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
+-- KEYS[2] pending: emq:{q}:pending
+-- KEYS[3] delayed: emq:{q}:delayed
+-- KEYS[4] done: emq:{q}:done
+-- KEYS[5] dead: emq:{q}:dead
+-- KEYS[6] inflight: emq:{q}:inflight
+-- ARGV[1] id: the branded job id
+-- RETURNS: 1 removed | 0 there was no such row
+-- ERRORS: EMQKEYS keys not this id's queue; nothing written
+-- @include shape
+local bad = shape({'job:' .. (ARGV[1] or ''), 'pending', 'delayed', 'done', 'dead', 'inflight'}, 1)
+if bad then return bad end
+local lane = redis.call('HGET', KEYS[1], 'lane')
+if lane and redis.call('HGET', KEYS[6], lane) == ARGV[1] then redis.call('HDEL', KEYS[6], lane) end
+for i = 2, 5 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return redis.call('DEL', KEYS[1])
