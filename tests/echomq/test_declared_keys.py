@@ -151,7 +151,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await h.admit(generate("JOB"), b"h")
     assert (await h.stats()).active == 1
     assert await h.park("t1", lease_ms=60_000, ttl_ms=0)
-    # The online reshard's calls (decision 0030): rows copied in, asked for, removed.
+    # The online reshard's calls (decision 0032): rows copied in, asked for, removed.
     mk = QueueKeys.of(qname + "-m")
     held, done = generate("JOB"), generate("JOB")
     row = {"state": b"pending", "attempts": b"1", "payload": b"m", "lane": b"ml", "serial": b"1"}

@@ -46,9 +46,9 @@ DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
           "pause", "limits",  # the claim gate's controls: an operator can pause or limit at the limit
-          "unload_row"}  # removes a moved row from a retired shard (decision 0030)
+          "unload_row"}  # removes a moved row from a retired shard (decision 0032)
 READS = {"browse", "info", "peek", "pending_size", "row", "stats",
-         "rows_exist"}  # an online reshard's admission check (decision 0030)
+         "rows_exist"}  # an online reshard's admission check (decision 0032)
 MOVES = {"import_row"}  # copies a row between shards in a reshard: deny-oom, like admission
 ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job
                "park",  # one bounded registration per idle consumer (decision 0018): deny-oom

@@ -1,4 +1,4 @@
-"""Online resharding (echomq.client._async.reshard, decision 0030): a sharded queue goes
+"""Online resharding (echomq.client._async.reshard, decision 0032): a sharded queue goes
 from 2 shards to 4 and back while producers admit (one job at a time and in batches,
 resending ids they already had admitted) and a consumer drains it. Every admitted id is
 completed exactly once, no resend is admitted again, and the finished rows still answer

@@ -1,4 +1,4 @@
-"""The claim gate of a sharded queue (echomq.client._async.sharded_gate, decision 0029):
+"""The claim gate of a sharded queue (echomq.client._async.sharded_gate, decision 0031):
 pause/resume act on every shard (API, CLI, dashboard read), and a rate limit holds for the
 logical queue, counted from the lease times the servers wrote, while its shares rebalance
 toward the demand. On the single server and the 3+3 cluster."""

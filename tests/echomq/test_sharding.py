@@ -287,7 +287,7 @@ async def _until(cond: Any, within_s: float = 30.0) -> None:
 # ------------------------------------------------------------------- reshard
 async def test_reshard_moves_every_job_and_stale_clients_follow(conn: Any, qname: str,
                                                                 raw: redis.Redis) -> None:
-    """An online reshard (decision 0030) with jobs in every state: each is where the new
+    """An online reshard (decision 0032) with jobs in every state: each is where the new
     layout routes it, in the same state (a delayed job keeps its due time, a dead one its
     error, a done one its result); a client opened before follows the new layout; a
     client built with the old count afterwards is refused (a configuration error)."""

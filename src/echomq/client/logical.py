@@ -30,7 +30,7 @@ async def shard_count(conn: Conn, name: str) -> int | None:
 
 async def layout_of(conn: Conn, name: str) -> ShardLayout | None:
     """The layout queue ``name`` records now (its count and epoch), or None for a plain
-    queue (decision 0030: a reshard makes a new epoch, with shard names of its own)."""
+    queue (decision 0032: a reshard makes a new epoch, with shard names of its own)."""
     rec = parse_record(name, await conn.command("HGETALL", record_key(name)))
     return None if rec is None else rec.layout
 

@@ -189,7 +189,7 @@ def purge_dead(queue: str, url: str | None) -> None:
               help="the new shard count")
 @URL
 def reshard(queue: str, to: int, url: str | None) -> None:
-    """Move the sharded QUEUE to --to shards while it runs (decision 0030): every job
+    """Move the sharded QUEUE to --to shards while it runs (decision 0032): every job
     moves along, finished rows keep their results and dedupe window."""
     queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
 

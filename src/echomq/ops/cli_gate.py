@@ -19,7 +19,7 @@ __all__ = ["describe_gate", "limit", "pause", "resume"]
 
 async def _plain(connector: Any, queue: str) -> AsyncQueue | AsyncShardedQueue:
     """The queue ``queue``: a sharded one as one queue (its gate acts on every shard and
-    its rate limit holds for all of them together, docs/decisions/0029-sharded-gate.md)."""
+    its rate limit holds for all of them together, docs/decisions/0031-sharded-gate.md)."""
     return await _checked(connector, queue)
 
 

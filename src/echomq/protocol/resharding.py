@@ -1,5 +1,5 @@
 """Online resharding, pure: the record's layout fields and the calls that move a job's row
-between layouts (docs/decisions/0030-online-reshard.md). No I/O.
+between layouts (docs/decisions/0032-online-reshard.md). No I/O.
 
 The record ``emq:{q}:shards`` holds, besides ``count``:
 

@@ -1,5 +1,5 @@
 """A sharded queue's rate limit as shares of one budget, pure (no I/O)
-(docs/decisions/0029-sharded-gate.md).
+(docs/decisions/0031-sharded-gate.md).
 
 A limit of ``M`` leases per ``W`` ms on a queue of ``N`` shards is kept as N shard limits
 ``m_i`` per ``W`` with ``sum(m_i) == M`` and every ``m_i >= 1`` (so ``M >= N``), each

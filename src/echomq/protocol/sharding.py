@@ -16,7 +16,7 @@ lane's order, stay in one shard), else of its id: ``crc16(key) % N``. Admission 
 per shard, so a resent id is a DUPLICATE when it comes with the same lane (as every
 resend does); the same id with another lane may land in another shard.
 
-Changing N is online (:func:`echomq.client._async.reshard.reshard`, decision 0030): a new
+Changing N is online (:func:`echomq.client._async.reshard.reshard`, decision 0032): a new
 layout has a new epoch (shards ``q#i/N@epoch``); the old shards' meta records
 :data:`RETIRED` as their protocol, so every script a client still on them runs is refused
 by the version fence, which the sharded queue reports as :class:`ShardCountMismatch` (and
@@ -79,7 +79,7 @@ class ShardLayout:
     name: str
     count: int
     # The layout's generation: 0 for a queue never resharded; each online reshard makes
-    # a new one (docs/decisions/0030-online-reshard.md), whose shards are named
+    # a new one (docs/decisions/0032-online-reshard.md), whose shards are named
     # ``q#i/N@epoch``, so a shard name never comes back after it was retired.
     epoch: int = 0
     names: tuple[str, ...] = field(init=False)

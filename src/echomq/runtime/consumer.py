@@ -315,7 +315,7 @@ class Consumer:
         if refusal.kind is Kind.CONFIGURATION and self._fatal is None:
             if isinstance(exc, ProtocolVersionError):  # the typed error itself, touching nothing
                 self._fatal = exc
-                # A shard retired by an online reshard (decision 0030) is expected: the
+                # A shard retired by an online reshard (decision 0032) is expected: the
                 # sharded consumer moves to the new layout.
                 (log.info if RETIRED in str(exc) else log.error)(
                     "consumer %s stopped: %s (%s)", self.name, exc, refusal.detail)

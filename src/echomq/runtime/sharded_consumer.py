@@ -21,7 +21,7 @@ shard's consumer.
 
 A rate limit set on the logical queue (:meth:`AsyncShardedQueue.set_limits`) is kept as
 shares of the shards; while it runs with ``maintenance``, the consumer takes one step of
-their rebalancing toward the demand each beat (docs/decisions/0029-sharded-gate.md).
+their rebalancing toward the demand each beat (docs/decisions/0031-sharded-gate.md).
 
 A shard refusing for its layout (another shard count, a retired shard) stops the whole
 consumer with :class:`~echomq.core.errors.ShardCountMismatch`.
@@ -78,7 +78,7 @@ class ShardedConsumer:
     async def run(self) -> None:
         """Check the shard count, then run every shard's consumer until :meth:`stop`.
         If one ends with an error, the others are stopped and the error raised. When an
-        online reshard switches the queue to a new layout (decision 0030), the consumers
+        online reshard switches the queue to a new layout (decision 0032), the consumers
         of the old one stop (the reshard waited until they held nothing) and consumers
         of the new one start."""
         await self.queue.open()

@@ -1,5 +1,5 @@
 """Changing a sharded queue's shard count online, while producers and consumers run
-(docs/decisions/0030-online-reshard.md; the record's fields: echomq.protocol.resharding).
+(docs/decisions/0032-online-reshard.md; the record's fields: echomq.protocol.resharding).
 
 :func:`reshard` moves queue ``q`` from layout ``L = (N, e)`` to ``L' = (M, e + 1)``
 (new shard names: a retired name never serves again):

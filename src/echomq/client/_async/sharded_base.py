@@ -1,5 +1,5 @@
 """The layout half of a sharded queue: which shards it has now, and how it follows an
-online reshard (docs/decisions/0030-online-reshard.md). :class:`AsyncShardedBase` is the base
+online reshard (docs/decisions/0032-online-reshard.md). :class:`AsyncShardedBase` is the base
 of :class:`~echomq.client._async.sharded.AsyncShardedQueue` (the routing and merging half).
 
 * :meth:`open` records the count on a new queue or checks it, then adopts the layout the
@@ -55,7 +55,7 @@ class AsyncShardedBase:
         """Record the shard count on a new queue, or check it: ShardCountMismatch if the
         queue records another (one a reshard under way is moving from or to is accepted).
         Every other method calls it before its first call. The client then follows the
-        recorded layout, also when an online reshard changes it (decision 0030)."""
+        recorded layout, also when an online reshard changes it (decision 0032)."""
         key = record_key(self.name)
         await self.connector.command("HSETNX", key, "count", self.layout.count)
         rec = parse_record(self.name, await self.connector.command("HGETALL", key))

@@ -1,6 +1,6 @@
 # Generated from echomq/client/_async/reshard.py by scripts/unasync_gen.py. Do not edit.
 """Changing a sharded queue's shard count online, while producers and consumers run
-(docs/decisions/0030-online-reshard.md; the record's fields: echomq.protocol.resharding).
+(docs/decisions/0032-online-reshard.md; the record's fields: echomq.protocol.resharding).
 
 :func:`reshard` moves queue ``q`` from layout ``L = (N, e)`` to ``L' = (M, e + 1)``
 (new shard names: a retired name never serves again):

@@ -359,7 +359,7 @@ class ShardedQueue(ShardedBase):
                          lane_rate: RateLimit | None = None) -> Gate:
         """Rate limits that hold for the logical queue: ``rate`` split in shares that follow
         the demand, never more than ``rate.max`` leases in all in any window
-        (docs/decisions/0029-sharded-gate.md); ``lane_rate`` per lane."""
+        (docs/decisions/0031-sharded-gate.md); ``lane_rate`` per lane."""
         from echomq.client._sync import sharded_gate
         return sharded_gate.set_limits(self, rate=rate, lane_rate=lane_rate)
 

@@ -1,6 +1,6 @@
 # Generated from echomq/client/_async/sharded_base.py by scripts/unasync_gen.py. Do not edit.
 """The layout half of a sharded queue: which shards it has now, and how it follows an
-online reshard (docs/decisions/0030-online-reshard.md). :class:`ShardedBase` is the base
+online reshard (docs/decisions/0032-online-reshard.md). :class:`ShardedBase` is the base
 of :class:`~echomq.client._sync.sharded.ShardedQueue` (the routing and merging half).
 
 * :meth:`open` records the count on a new queue or checks it, then adopts the layout the
@@ -55,7 +55,7 @@ class ShardedBase:
         """Record the shard count on a new queue, or check it: ShardCountMismatch if the
         queue records another (one a reshard under way is moving from or to is accepted).
         Every other method calls it before its first call. The client then follows the
-        recorded layout, also when an online reshard changes it (decision 0030)."""
+        recorded layout, also when an online reshard changes it (decision 0032)."""
         key = record_key(self.name)
         self.connector.command("HSETNX", key, "count", self.layout.count)
         rec = parse_record(self.name, self.connector.command("HGETALL", key))

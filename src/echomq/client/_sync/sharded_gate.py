@@ -1,6 +1,6 @@
 # Generated from echomq/client/_async/sharded_gate.py by scripts/unasync_gen.py. Do not edit.
 """The claim gate of a sharded queue: pause, resume and rate limits for the logical queue
-(docs/decisions/0029-sharded-gate.md; the shares are :mod:`echomq.protocol.shard_limits`).
+(docs/decisions/0031-sharded-gate.md; the shares are :mod:`echomq.protocol.shard_limits`).
 
 * **Pause and resume** run each shard's own ``pause`` script, every shard. A shard that
   cannot be reached fails the call with its error after the others were done; the call

@@ -50,7 +50,7 @@ async def gate(conn: Conn, name: str) -> Gate | None:
     """The queue's claim gate (paused, rate limits), read with plain HGETALLs, so the
     read-only role (which may not run the pause script) sees it too. A sharded queue's
     is the logical one: paused while any shard is, the limits its record holds
-    (docs/decisions/0029-sharded-gate.md)."""
+    (docs/decisions/0031-sharded-gate.md)."""
     q = await open_queue(conn, name)
     if isinstance(q, AsyncShardedQueue):
         fields = await _gate_fields(conn, record_key(name))

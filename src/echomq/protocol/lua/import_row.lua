@@ -2,7 +2,7 @@
 -- name: import_row
 -- summary: Write one job's row, moved from a shard of the retired layout by an online
 --   reshard, into this shard of the new layout, and put it in the set of its state
---   (docs/decisions/0030-online-reshard.md). A pending job is placed as an admission
+--   (docs/decisions/0032-online-reshard.md). A pending job is placed as an admission
 --   places it (its lane's next start tag; score 0 while it holds its serial lane), a
 --   delayed, done or dead one at its old score (server ms). Does nothing when the row is
 --   here already (imported before: a mover that crashed after this step runs it again).

@@ -2,7 +2,7 @@
 -- name: rows_exist
 -- summary: Which of these jobs have a row in this shard: the admission of a sharded queue
 --   asks the shards of the layout an online reshard is emptying, so an id admitted there
---   stays one job (docs/decisions/0030-online-reshard.md). No version fence: the shards
+--   stays one job (docs/decisions/0032-online-reshard.md). No version fence: the shards
 --   asked are retired.
 -- KEYS[1] meta: emq:{q}:meta
 -- KEYS[2..] jobs: emq:{q}:job:<id> for each id, in ARGV order

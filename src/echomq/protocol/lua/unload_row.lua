@@ -2,7 +2,7 @@
 -- name: unload_row
 -- summary: Remove one job, moved to the new layout by an online reshard, from a shard of
 --   the retired layout: its row, its entry in every state set and its hold on a serial
---   lane (docs/decisions/0030-online-reshard.md). Runs on a retired shard, so it does
+--   lane (docs/decisions/0032-online-reshard.md). Runs on a retired shard, so it does
 --   not run the version fence: only the reshard's mover calls it, after import_row.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending
