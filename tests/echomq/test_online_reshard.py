@@ -27,6 +27,7 @@ from echomq import (
     generate,
     reshard_async,
 )
+from echomq.client._async.reshard import _Mover, read_record
 from echomq.protocol.sharding import RETIRED, ShardLayout, record_key
 
 
@@ -162,3 +163,66 @@ async def test_a_reshard_waits_for_running_jobs_and_is_undone_if_they_do_not_end
     assert not (await q.gate()).paused and q.layout.count == 2
     assert len(await q.claim(3, lease_ms=60_000)) == 3  # claims go on
     assert await q.complete(held[0]) is not None
+
+
+class _Crashing(_Mover):
+    """A mover that dies at a chosen step: before the finished rows move, or right after
+    recording the reshard it was asked for (its token is then left to expire)."""
+
+    def __init__(self, conn: Any, name: str, at: str) -> None:
+        super().__init__(conn, name)
+        self.at = at
+
+    async def prepare(self, rec: Any, target: Any, wait_s: float) -> bool:
+        if self.at == "prepare":
+            raise RuntimeError("the operator's process died")
+        return await super().prepare(rec, target, wait_s)
+
+    async def move(self, source: Any, target: Any, states: tuple[str, ...],
+                   limit: int | None) -> int:
+        if self.at == "finished" and "done" in states:
+            raise RuntimeError("the operator's process died")
+        return await super().move(source, target, states, limit)
+
+
+@pytest.mark.parametrize("at", ["prepare", "finished"])
+async def test_a_reshard_left_halfway_is_finished_by_a_consumers_upkeep(
+        conn: Any, qname: str, raw: redis.Redis, at: str) -> None:
+    """The operator dies after recording the reshard (its layout paused), or after the
+    switch with the finished rows still in the old layout; once its token expires, a
+    running ShardedConsumer's upkeep finishes the reshard from the record: every job done
+    once, the results answered, the record committed."""
+    q = AsyncShardedQueue(conn, qname, shards=2)
+    done = [generate("JOB") for _ in range(20)]
+    await q.enqueue_many([(j, b"") for j in done])
+    for lease in await q.claim(20, lease_ms=60_000):
+        await q.complete(lease, lease.id.encode())
+    waiting = [generate("JOB") for _ in range(10)]
+    await q.enqueue_many([(j, b"") for j in waiting])
+    mover = _Crashing(conn, qname, at)
+    assert await mover.take()
+    await conn.command("HSET", record_key(qname), "moving", "4:1")
+    with pytest.raises(RuntimeError, match="died"):
+        await mover.drive(await read_record(conn, qname), 5.0)  # type: ignore[arg-type]
+    await conn.command("DEL", f"emq:{{{qname}}}:reshard")  # its token expired
+    ran: Counter[str] = Counter()
+
+    async def handler(lease: Lease) -> None:
+        ran[lease.id] += 1
+
+    consumer = ShardedConsumer(AsyncShardedQueue(conn, qname, shards=2), handler,
+                               options=ConsumerOptions(beat_ms=50, lease_ms=10_000, grace_s=5))
+    running = asyncio.create_task(consumer.run())
+
+    def committed() -> bool:
+        return raw.hgetall(record_key(qname)) == {b"count": b"4", b"epoch": b"1"}
+
+    await _until(lambda: committed() and set(ran) >= set(waiting))
+    consumer.stop()
+    await asyncio.wait_for(running, 30)
+    assert all(n == 1 for n in ran.values()) and set(ran) == set(waiting)
+    new = AsyncShardedQueue(conn, qname, shards=4)
+    assert (await new.stats()).done == 30
+    for job in done[:5]:
+        assert await new.result(job, timeout=0) == job.encode()
+        assert await new.enqueue(job, b"") is Verdict.DUPLICATE
