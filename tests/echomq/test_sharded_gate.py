@@ -97,16 +97,16 @@ async def test_one_paused_shard_pauses_the_logical_gate_until_resume(conn: Any, 
 # ------------------------------------------------------------------- rate limits
 async def test_a_rate_limit_holds_for_the_logical_queue_while_its_shares_rebalance(
         conn: Any, qname: str, backend_url: str) -> None:
-    """9 leases per 150 ms over 3 shards, two thirds of the work on one shard (the others
+    """9 leases per 400 ms over 3 shards, two thirds of the work on one shard (the others
     kept busy too, so a share raised too early shows): the shares move to the hot shard (it
-    leases more than an even third in some window), and no window of 150 ms
+    leases more than an even third in some window), and no window of 400 ms
     holds more than 9 leases of the three shards together, counted from the lease times
     the servers wrote (each lease's deadline minus its lease time)."""
-    M, W = 9, 150
+    M, W = 9, 400  # a window several beats long: a share raised too early shows in it
     q = AsyncShardedQueue(conn, qname, shards=3)
     hot = _lane_of_shard(q, 0)
-    jobs = [(generate("JOB"), b"", hot) for _ in range(60)]
-    jobs += [(generate("JOB"), b"", _lane_of_shard(q, 1 + i % 2, i % 6)) for i in range(30)]
+    jobs = [(generate("JOB"), b"", hot) for _ in range(36)]
+    jobs += [(generate("JOB"), b"", _lane_of_shard(q, 1 + i % 2, i % 6)) for i in range(18)]
     await q.admit_many(jobs)  # (no consumer yet: the limit is in place before any lease)
     code, out, err, _ = await asyncio.to_thread(_invoke, "limit", qname, "--url", backend_url,
                                                 "--rate", f"{M}/{W}ms")
