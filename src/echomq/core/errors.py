@@ -34,6 +34,8 @@ replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES
 
 from __future__ import annotations
 
+from echomq.core.failures import parse_failure
+
 __all__ = [
     "BackPressure",
     "ConfigurationError",
@@ -179,11 +181,25 @@ class ResultTimeout(EchoMQError, TimeoutError):
 
 class JobFailed(EchoMQError):
     """The job is dead: its result is the error its last failed attempt recorded
-    (``.error``, the text the row keeps; ``.failures`` how many attempts failed)."""
+    (``.error``, the text the row keeps; ``.failures`` how many attempts failed).
+    ``.remote_type``, ``.remote_message`` and ``.remote_traceback`` are that text split
+    (the handler's exception type name, its message, its traceback; '' where absent)."""
 
     def __init__(self, message: str, *, job_id: str = "", error: str = "", failures: int = 0) -> None:
         super().__init__(message)
         self.job_id, self.error, self.failures = job_id, error, failures
+
+    @property
+    def remote_type(self) -> str:
+        return parse_failure(self.error).type
+
+    @property
+    def remote_message(self) -> str:
+        return parse_failure(self.error).message
+
+    @property
+    def remote_traceback(self) -> str:
+        return parse_failure(self.error).traceback
 
 
 class JobCancelled(EchoMQError):

@@ -29,10 +29,13 @@ class Defer:
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """A failure that may pass: retry after the policy's growing delay, counting a failure."""
+    """A failure that may pass: retry after the policy's growing delay, counting a failure.
+    ``give_up=True``: a failure that will not pass: the job is dead now, whatever its
+    attempt limit (the ``retry`` script's mode ``dead``; typed tasks' ``give_up_on``)."""
 
     error: str = ""
     delay_ms: int | None = None  # None: the consumer's BackoffPolicy decides
+    give_up: bool = False
 
 
 Outcome = Ack | Defer | Backoff | None

@@ -67,10 +67,13 @@ class Schedule:
     """A named periodic job on ``queue``: give ``every_ms`` or ``cron``, not both.
 
     Bad values raise :class:`~echomq.core.errors.InvalidArgument` here, before anything is sent.
+    Without a ``queue`` (and then perhaps without a ``name``) it is a typed task's
+    schedule (``app.task(schedule=Schedule(cron=...))``): the app fills in the task's
+    queue, name and payload; a scheduler refuses it as it is.
     """
 
-    name: str
-    queue: str
+    name: str = ""
+    queue: str = ""
     every_ms: int | None = None
     cron: str | None = None
     offset_ms: int = 0
@@ -83,9 +86,11 @@ class Schedule:
     max_catch_up: int = 100
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not (self.name == "" and self.queue == "") and (
+                not isinstance(self.name, str) or not _NAME.fullmatch(self.name)):
             raise InvalidArgument(f"a schedule name is 1..100 of [A-Za-z0-9_.-], not {self.name!r}")
-        keyspace.check_queue(self.queue)
+        if self.queue != "":
+            keyspace.check_queue(self.queue)
         if (self.every_ms is None) == (self.cron is None):
             raise InvalidArgument(f"schedule {self.name!r}: give every_ms or cron (exactly one)")
         if self.every_ms is not None:

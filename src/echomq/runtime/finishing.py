@@ -3,8 +3,8 @@ the hand-back of unfinished jobs when it stops (:class:`echomq.runtime.consumer.
 
 ``None`` or :class:`Ack` completes (through the consumer's group commit,
 :mod:`echomq.runtime.ack_batcher`); :class:`Defer` retries without counting a failure;
-:class:`Backoff` counts one (dead at the attempt limit). A job asked to stop ends
-``cancelled`` whichever of them its attempt writes. A refusal the server may outlive
+:class:`Backoff` counts one (dead at the attempt limit, or at once with ``give_up``). A job
+asked to stop ends ``cancelled`` whichever of them its attempt writes. A refusal the server may outlive
 is retried while the lease may still hold; after that the lease expires and reap runs
 the job again.
 """
@@ -72,7 +72,8 @@ async def record_outcome(queue: AsyncQueue, acks: AckBatcher, stats: ConsumerSta
                 wait = outcome.delay_ms
                 if wait is None:
                     wait = backoff.delay_ms(lease.attempt)
-                verdict = await q.retry(lease, delay_ms=wait, error=outcome.error)
+                verdict = await q.retry(lease, delay_ms=wait, error=outcome.error,
+                                        give_up=outcome.give_up)
                 if verdict is RetryOutcome.DEAD:
                     stats.dead += 1
                 elif verdict is RetryOutcome.CANCELLED:

@@ -124,12 +124,13 @@ class AsyncQueue:
 
     async def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
-        timeout_ms: int | None = None,
+        timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs, one verdict (or typed error) per item in input order
         (:meth:`AsyncAdmission.admit_many`)."""
         return await self.admission.admit_many(items, serial=serial, priority=priority,
-                                               timeout_ms=timeout_ms)
+                                               timeout_ms=timeout_ms, delay_ms=delay_ms,
+                                               max_attempts=max_attempts)
 
     async def enqueue_many(self, pairs: Iterable[AdmitItem]) -> list[Verdict | EchoMQError]:
         """The protocol's name for :meth:`admit_many` (docs/protocol.md, "Admission"): the
@@ -323,9 +324,13 @@ class AsyncQueue:
                        max_attempts=self.options.max_attempts, error=error, mode=mode)
         return p.decode_retry(await self._run(call))
 
-    async def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
-        """Record a failed attempt; run again after ``delay_ms``, or dead at the limit."""
-        return await self._retry(lease, delay_ms, error, "fail")
+    async def retry(self, lease: Lease, *, delay_ms: int, error: str = "",
+                    give_up: bool = False) -> RetryOutcome:
+        """Record a failed attempt; run again after ``delay_ms``, or dead at the limit
+        (``give_up=True``: dead now, whatever the limit)."""
+        if not isinstance(give_up, bool):
+            raise InvalidArgument(f"give_up must be a bool, not {type(give_up).__name__}")
+        return await self._retry(lease, delay_ms, error, "dead" if give_up else "fail")
 
     async def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:
         """Put the job back for ``delay_ms`` without counting a failure (rate budgets)."""

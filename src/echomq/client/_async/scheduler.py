@@ -60,6 +60,9 @@ class AsyncScheduler:
         for s in schedules:
             if not isinstance(s, Schedule):
                 raise InvalidArgument(f"expected a Schedule, not {type(s).__name__}")
+            if not s.queue:
+                raise InvalidArgument(f"schedule {s.name!r} names no queue (a typed task's "
+                                      "schedule is given to app.task(schedule=...))")
             if (s.queue, s.name) in seen:
                 raise InvalidArgument(f"schedule {s.name!r} given twice for queue {s.queue!r}")
             seen.add((s.queue, s.name))

@@ -110,7 +110,7 @@ class Admission:
 
     def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
-        timeout_ms: int | None = None,
+        timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs: ``SCRIPT LOAD`` once, then pipelined calls, in input order.
 
@@ -122,22 +122,28 @@ class Admission:
         Runs of plain jobs (no lane, no option, a JOB id) go as ``enqueue_batch`` calls of
         up to :data:`echomq.protocol.encoded.BATCH` jobs, each job atomic as alone
         (docs/decisions/0027-batch-admission.md); any other item is its own call. The
-        list is not a transaction. ``priority`` and ``timeout_ms`` apply to every item,
-        as in :meth:`Queue.admit`.
+        list is not a transaction. ``priority``, ``timeout_ms``, ``delay_ms`` and
+        ``max_attempts`` apply to every item, as in :meth:`Queue.admit` (any of them
+        makes each item its own ``admit`` call, still pipelined in input order).
         """
         level = check_priority(priority)
         if timeout_ms is not None:
             p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
+        p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
+        if max_attempts is not None:
+            p.check_int("max_attempts", max_attempts, 1, p.MAX_ATTEMPTS)
         listed: list[Any] = items if type(items) is list else list(items)
         out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(listed)  # placeholders
-        plain = isinstance(serial, bool) and not level and timeout_ms is None
+        plain = (isinstance(serial, bool) and not level and timeout_ms is None and not delay_ms
+                 and max_attempts is None)
         limit = self.options.max_payload
         segments: list[_Run | tuple[int, Call]] = []
         whole = _all_pairs(listed, limit) if plain else None  # the common list, a few passes
         if whole is not None:
             segments.append(whole)
         else:
-            self._classify(listed, serial, priority, timeout_ms, plain, segments, out)
+            self._classify(listed, (serial, priority, timeout_ms, delay_ms, max_attempts), plain,
+                           segments, out)
         calls, where = self._calls(segments)
         for script in {c.script.sha: c.script for c in calls}.values():  # at most three
             self._preload(script)
@@ -158,10 +164,12 @@ class Admission:
                     _spread(at, reply, out)
         return out
 
-    def _classify(self, items: list[Any], serial: bool, priority: int, timeout_ms: int | None,
+    def _classify(self, items: list[Any], opts: tuple[bool, int, int | None, int, int | None],
                   plain: bool, segments: list[_Run | tuple[int, Call]],
                   out: list[Verdict | EchoMQError]) -> None:
-        """Item by item: runs of plain jobs, a call for each other item, errors in place."""
+        """Item by item: runs of plain jobs, a call for each other item, errors in place.
+        ``opts``: every item's (serial, priority, timeout_ms, delay_ms, max_attempts)."""
+        serial, priority, timeout_ms, delay_ms, max_attempts = opts
         limit, valid, run = self.options.max_payload, p.Enqueuer.valid_id, None
         at: list[int] = []  # the item indices of the current run
         for i, item in enumerate(items):
@@ -177,8 +185,8 @@ class Admission:
                         f"item {i}: expected an (id, payload) pair or an (id, payload, lane) triple")
                     continue
                 try:
-                    call = self.call(item[0], item[1], item[2] if shape == 3 else None, 0, serial,
-                                     None, priority, timeout_ms)
+                    call = self.call(item[0], item[1], item[2] if shape == 3 else None, delay_ms,
+                                     serial, max_attempts, priority, timeout_ms)
                 except EchoMQError as exc:
                     out[i] = exc
                     continue

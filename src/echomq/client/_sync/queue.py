@@ -125,12 +125,13 @@ class Queue:
 
     def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
-        timeout_ms: int | None = None,
+        timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs, one verdict (or typed error) per item in input order
         (:meth:`Admission.admit_many`)."""
         return self.admission.admit_many(items, serial=serial, priority=priority,
-                                               timeout_ms=timeout_ms)
+                                               timeout_ms=timeout_ms, delay_ms=delay_ms,
+                                               max_attempts=max_attempts)
 
     def enqueue_many(self, pairs: Iterable[AdmitItem]) -> list[Verdict | EchoMQError]:
         """The protocol's name for :meth:`admit_many` (docs/protocol.md, "Admission"): the
@@ -324,9 +325,13 @@ class Queue:
                        max_attempts=self.options.max_attempts, error=error, mode=mode)
         return p.decode_retry(self._run(call))
 
-    def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
-        """Record a failed attempt; run again after ``delay_ms``, or dead at the limit."""
-        return self._retry(lease, delay_ms, error, "fail")
+    def retry(self, lease: Lease, *, delay_ms: int, error: str = "",
+                    give_up: bool = False) -> RetryOutcome:
+        """Record a failed attempt; run again after ``delay_ms``, or dead at the limit
+        (``give_up=True``: dead now, whatever the limit)."""
+        if not isinstance(give_up, bool):
+            raise InvalidArgument(f"give_up must be a bool, not {type(give_up).__name__}")
+        return self._retry(lease, delay_ms, error, "dead" if give_up else "fail")
 
     def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:
         """Put the job back for ``delay_ms`` without counting a failure (rate budgets)."""

@@ -231,8 +231,10 @@ class ShardedQueue(ShardedBase):
         return self._per_shard(leases, lambda s, w: s.complete_many(
             [leases[i] for i in w], [res[i] for i in w]), Completion.STALE)
 
-    def retry(self, lease: Lease, *, delay_ms: int, error: str = "") -> RetryOutcome:
-        return self._on_lease(lease, lambda s: s.retry(lease, delay_ms=delay_ms, error=error),
+    def retry(self, lease: Lease, *, delay_ms: int, error: str = "",
+                    give_up: bool = False) -> RetryOutcome:
+        return self._on_lease(lease, lambda s: s.retry(lease, delay_ms=delay_ms, error=error,
+                                                             give_up=give_up),
                                     RetryOutcome.STALE)
 
     def defer(self, lease: Lease, *, delay_ms: int) -> RetryOutcome:

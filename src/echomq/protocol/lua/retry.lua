@@ -3,8 +3,9 @@
 -- summary: End one attempt without success, fenced by (id, attempt) and its live lease, and
 --   schedule the job again after delay_ms (to pending at once when 0). mode 'fail' counts a
 --   failure and keeps the error; at max_attempts failures the job goes to the dead set
---   instead. mode 'defer' (a rate budget said "later") counts nothing. The attempt counter
---   only ever grows: it is the fencing token. A serial lane stays held until the job ends.
+--   instead; mode 'dead' counts a failure and ends the job dead now, whatever the limit (a
+--   typed task gave up: give_up_on). mode 'defer' (a rate budget said "later") counts
+--   nothing. The attempt counter only ever grows: it is the fencing token. A serial lane stays held until the job ends.
 --   A job asked to stop (cancel) ends 'cancelled' in either mode; an ended job is told.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
@@ -22,7 +23,7 @@
 -- ARGV[3] delay_ms: wait before the job is pending again, 0..31622400000
 -- ARGV[4] max_attempts: failure limit when the row names none, 1..10000
 -- ARGV[5] error: text kept in the row as 'error' (mode fail)
--- ARGV[6] mode: 'fail' or 'defer'
+-- ARGV[6] mode: 'fail', 'dead' or 'defer'
 -- RETURNS: 1 scheduled again | 2 dead | 3 cancelled | 0 stale (nothing changed)
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
@@ -44,8 +45,8 @@ end
 if not limit or limit < 1 or limit > 10000 or limit ~= math.floor(limit) then
   return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
 end
-if ARGV[6] ~= 'fail' and ARGV[6] ~= 'defer' then
-  return redis.error_reply('EMQARG mode must be fail or defer')
+if ARGV[6] ~= 'fail' and ARGV[6] ~= 'dead' and ARGV[6] ~= 'defer' then
+  return redis.error_reply('EMQARG mode must be fail, dead or defer')
 end
 local refused = fence(KEYS[8])
 if refused then return refused end
@@ -61,9 +62,10 @@ if row[6] then -- fence: a cancel was asked: the job ends cancelled, never runs 
   ended(KEYS[2], KEYS[10], ARGV[1], now)
   release(KEYS[5], row[5], ARGV[1]) redis.call('SPUBLISH', KEYS[11], ARGV[1]) return 3
 end
-if ARGV[6] == 'fail' then
+if ARGV[6] ~= 'defer' then
   local failures = (tonumber(row[4]) or 0) + 1
   redis.call('HSET', KEYS[2], 'failures', failures, 'error', ARGV[5])
+  if ARGV[6] == 'dead' then failures = math.huge end -- given up: dead now
   if failures >= (tonumber(row[3]) or limit) then -- threshold: the failure limit
     redis.call('HSET', KEYS[2], 'state', 'dead')
     redis.call('ZADD', KEYS[4], now, ARGV[1])
