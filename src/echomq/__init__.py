@@ -94,6 +94,12 @@ if TYPE_CHECKING:
     from echomq.servers.server import EmbeddedValkey, end_with_parent, server_url_from_env
     from echomq.servers.server import forget as forget_server
     from echomq.servers.server import track as track_server
+    from echomq.tasks.app import App
+    from echomq.tasks.context import TaskContext
+    from echomq.tasks.errors import TaskError, UnknownTask, UnreadablePayload
+    from echomq.tasks.handle import SyncTaskHandle, TaskHandle
+    from echomq.tasks.serializer import MsgspecSerializer, Serializer
+    from echomq.tasks.task import Task, TaskCall
 else:
     from echomq._lazy import attach
 
@@ -102,6 +108,7 @@ else:
 __all__ = [
     "PROTOCOL",
     "Ack",
+    "App",
     "AsyncClusterConnector",
     "AsyncConnector",
     "AsyncQueue",
@@ -143,6 +150,7 @@ __all__ = [
     "LocalCluster",
     "MemoryStatus",
     "Missed",
+    "MsgspecSerializer",
     "NotDurable",
     "Outcome",
     "PayloadTooLarge",
@@ -161,6 +169,7 @@ __all__ = [
     "Scheduler",
     "Script",
     "ScriptContractError",
+    "Serializer",
     "ServerBusy",
     "ServerError",
     "ServerFull",
@@ -171,6 +180,14 @@ __all__ = [
     "Stats",
     "Supervisor",
     "SupervisorGaveUp",
+    "SyncTaskHandle",
+    "Task",
+    "TaskCall",
+    "TaskContext",
+    "TaskError",
+    "TaskHandle",
+    "UnknownTask",
+    "UnreadablePayload",
     "Verdict",
     "connect",
     "connect_async",

@@ -37,6 +37,9 @@ EXPORTED = [
     # results, progress and cancellation (decision 0023)
     "CancelOutcome", "CancelToken", "ProgressOutcome", "JobCancelled", "JobFailed", "JobNotFound",
     "ResultTimeout",
+    # typed tasks (decision 0029)
+    "App", "Task", "TaskCall", "TaskContext", "TaskHandle", "SyncTaskHandle", "TaskError",
+    "UnknownTask", "UnreadablePayload", "Serializer", "MsgspecSerializer",
 ]
 # Public subpackages a user imports by name (``from echomq import dashboard``), each with
 # its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.
@@ -45,6 +48,9 @@ NAMESPACES = {
     "dashboard": ["DashboardOptions", "Page", "ago", "badge", "create_app", "esc", "serve", "table"],
     "ids": None,  # its own facade test: test_ids.py
     "keyspace": None,
+    "tasks": ["ENVELOPE_VERSION", "AdmitOptions", "App", "MsgspecSerializer", "Serializer",
+              "SyncTaskHandle", "Task", "TaskCall", "TaskContext", "TaskError", "TaskHandle",
+              "UnknownTask", "UnreadablePayload"],
 }
 GAME = Path(__file__).resolve().parents[2] / "src" / "codemojex"
 

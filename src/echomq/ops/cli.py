@@ -241,7 +241,8 @@ def info(queues: tuple[str, ...], url: str | None, as_json: bool) -> None:
 def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst: bool | None,
            url: str | None, grace_s: float | None, lease_ms: int | None, metrics_port: int | None,
            allow_eviction: bool | None, verbose: bool) -> None:
-    """Run TARGET (package.module:handler with --queue, or package.module:WorkerSettings).
+    """Run TARGET (package.module:handler with --queue, package.module:WorkerSettings, or
+    package.module:app, a typed-task App: every queue of its tasks, or the --queue ones).
 
     SIGTERM or SIGINT: stop claiming, let running jobs finish within the grace period,
     hand the rest back at once, exit 0 (a second signal: hand back now).

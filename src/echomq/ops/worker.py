@@ -1,4 +1,5 @@
-"""A worker process without writing process code: ``echomq worker module:handler -q Q``.
+"""A worker process without writing process code: ``echomq worker module:handler -q Q``,
+or ``echomq worker module:app`` for a typed-task :class:`~echomq.tasks.app.App`.
 
 After arq's ``Worker``/``WorkerSettings``, ``rq worker`` and dramatiq's CLI:
 
@@ -55,6 +56,7 @@ from echomq.protocol.schedules import Schedule
 from echomq.runtime.consumer import Consumer, ConsumerOptions, Handler
 from echomq.runtime.sharded_consumer import ShardedConsumer
 from echomq.servers.server import server_url_from_env
+from echomq.tasks.app import App
 
 __all__ = ["Worker", "WorkerReport", "WorkerSettings", "load_target", "run_worker"]
 
@@ -263,6 +265,9 @@ class Worker:
                 AsyncQueue(connector, queue, options=s.queue_options) if count is None else
                 AsyncShardedQueue(connector, queue, shards=count, options=s.queue_options))
             await q.fence()  # the queue exists (and speaks our protocol) from the start
+            bound_to = getattr(handler, "bound_to", None)
+            if callable(bound_to):  # a typed-task app's handler: its tasks' context on this queue
+                handler = bound_to(q)
             hooks = self._hooks(queue)
             if s.tracing:
                 from echomq.runtime.tracing import JobTracer
@@ -375,10 +380,18 @@ async def run_worker(settings: WorkerSettings, **kwargs: Any) -> WorkerReport:
 
 
 def settings_for(target: Any, **overrides: Any) -> WorkerSettings:
-    """Settings from what ``load_target`` found: a handler (``queues`` in ``overrides``)
-    or a WorkerSettings object; non-None ``overrides`` win."""
+    """Settings from what ``load_target`` found: a handler (``queues`` in ``overrides``),
+    a WorkerSettings object, or a typed-task :class:`~echomq.tasks.app.App` (every queue
+    its tasks use, or the ``queues`` among them, with their schedules); non-None
+    ``overrides`` win."""
     queues = overrides.pop("queues", None) or ()
     given = {k: v for k, v in overrides.items() if v is not None}
+    if isinstance(target, App):
+        handlers = target.handlers(queues)
+        given.setdefault("url", target.url)
+        given.setdefault("queue_options", target.queue_options)
+        schedules = [x for x in target.schedules if x.queue in handlers]
+        return WorkerSettings(handlers=handlers, schedules=given.pop("schedules", schedules), **given)
     if isinstance(target, WorkerSettings) or (inspect.isclass(target) and hasattr(target, "handlers")):
         settings = WorkerSettings.from_object(target)
         if queues:

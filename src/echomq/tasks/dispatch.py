@@ -1,0 +1,75 @@
+"""The handler a worker runs for a typed-task app's queue: open the envelope, find the
+task, decode its arguments, call it, encode its result.
+
+A payload that is not an envelope this app reads, or names a task the app does not
+have, is a failed attempt with a typed error (:class:`~echomq.tasks.errors.UnreadablePayload`,
+:class:`~echomq.tasks.errors.UnknownTask`: the row keeps its type, message and
+traceback), never run and never a dead worker: the consumer records it as any failing
+handler (the job runs again, dead after its attempts). An exception of the task is
+recorded the same way, shaped by the task's retry policy (``retry_on``, ``give_up_on``,
+``backoff``: :meth:`~echomq.tasks.task.Task.failed`). A plain ``def`` task runs in a
+thread of the app's pool, so heartbeats go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from echomq._async.queue import AsyncQueue
+from echomq.model import Lease
+from echomq.outcomes import Ack, Backoff, Defer, Outcome
+from echomq.tasks.context import TaskContext
+from echomq.tasks.errors import UnknownTask, UnreadablePayload
+from echomq.tasks.host import Host
+from echomq.tasks.serializer import open_envelope
+from echomq.tasks.task import Task
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger("echomq.tasks")
+
+
+class Dispatcher:
+    """The ``async`` handler of one queue for ``app``'s tasks. ``bound_to(queue)`` gives
+    one that also hands its tasks a :class:`TaskContext` on that queue (the worker does)."""
+
+    def __init__(self, app: Host, queue: str, bound: AsyncQueue | None = None) -> None:
+        self.app, self.queue_name, self._queue = app, queue, bound
+        self._format = app.serializer.format
+
+    def bound_to(self, queue: AsyncQueue) -> Dispatcher:
+        return Dispatcher(self.app, self.queue_name, queue)
+
+    async def __call__(self, lease: Lease) -> Outcome:
+        name, body = open_envelope(lease.payload, self._format)
+        task: Task[Any, Any] | None = self.app.tasks.get(name)
+        if task is None:
+            raise UnknownTask(f"no task {name!r} in this app (job {lease.id}); "
+                              f"it has {', '.join(sorted(self.app.tasks)) or 'none'}")
+        try:
+            values = task.decode_args(body)
+        except (ValueError, TypeError) as exc:  # msgspec's DecodeError is a ValueError
+            raise UnreadablePayload(
+                f"the arguments of job {lease.id} do not fit task {name}: {exc}") from None
+        ctx: Any = None
+        if task.sig.context_name is not None:
+            queue = self._queue or self.app.queue(self.queue_name)
+            ctx = TaskContext(lease, queue, name, asyncio.get_running_loop())
+        try:
+            if task.is_async:
+                value = await task.sig.call(values, ctx)
+            else:
+                value = await asyncio.get_running_loop().run_in_executor(
+                    self.app.threads(), task.sig.call, values, ctx)
+        except Exception as exc:
+            outcome = task.failed(exc, lease.attempt)
+            if outcome is None:
+                raise  # the consumer's path: logged, hooks, retried with its backoff
+            log.warning("job %s (task %s, attempt %d) failed%s", lease.id, name, lease.attempt,
+                        ": giving up" if outcome.give_up else "", exc_info=exc)
+            return outcome
+        if isinstance(value, Defer | Backoff):
+            return value
+        return Ack(result=task.encode_result(value))

@@ -1,0 +1,259 @@
+"""A typed task: a function, the options its jobs are admitted with, and its admission.
+
+``@app.task(...)`` makes one (:meth:`echomq.tasks.app.App.task`). Calling the task runs
+the function here (as a plain call); ``await task.admit(...)`` admits a job that a worker
+runs (:class:`~echomq.tasks.handle.TaskHandle`); ``task.admit_sync(...)`` is the
+blocking twin; ``task.options(delay_ms=..., priority=...)`` a copy with other options
+for one call; ``await task.admit_many([...])`` many at once on the queue's batch path,
+one handle (or typed error) per item in input order. Every argument is bound and checked
+before any I/O (:mod:`echomq.tasks.signature`).
+
+Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments: the
+job's lane); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff`` (a
+:class:`~echomq.outcomes.BackoffPolicy` for this task's failures); ``timeout_ms``;
+``delay_ms``; ``key`` (a parameter's name or a function of the arguments giving a
+business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so the same
+key admitted twice answers DUPLICATE); ``retry_on`` (exception types that retry; any
+other exception ends the job dead at once) and ``give_up_on`` (exception types that end
+it dead at once); ``name`` (default ``module.qualname``, what travels with the job).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from echomq import bounds
+from echomq.errors import EchoMQError, InvalidArgument
+from echomq.failures import failure_text
+from echomq.gate import check_priority
+from echomq.ids import derive_id, generate
+from echomq.model import Verdict
+from echomq.outcomes import Backoff, BackoffPolicy
+from echomq.protocol import check_lane
+from echomq.tasks.context import TaskContext
+from echomq.tasks.handle import SyncTaskHandle, TaskHandle
+from echomq.tasks.host import Host
+from echomq.tasks.serializer import envelope_head
+from echomq.tasks.signature import TaskSignature
+
+__all__ = ["AdmitOptions", "Task", "TaskCall"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_NAME = re.compile(r"[A-Za-z0-9_.:<>\-]{1,200}")
+ArgFn = str | Callable[..., Any] | None
+Errors = tuple[type[BaseException], ...]
+ArgOf = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], str]  # (args, kwargs, values) -> str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmitOptions:
+    """How a task's jobs are admitted (``task.options(...)`` replaces some for one call)."""
+
+    lane: ArgFn = None
+    serial: bool = False
+    priority: int = 0
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+    delay_ms: int = 0
+    key: ArgFn = None
+
+    def __post_init__(self) -> None:
+        check_priority(self.priority)
+        bounds.check_int("delay_ms", self.delay_ms, 0, bounds.MAX_DELAY_MS)
+        if self.max_attempts is not None:
+            bounds.check_int("max_attempts", self.max_attempts, 1, bounds.MAX_ATTEMPTS)
+        if self.timeout_ms is not None:
+            bounds.check_int("timeout_ms", self.timeout_ms, 1, bounds.MAX_DELAY_MS)
+        if not isinstance(self.serial, bool):
+            raise InvalidArgument(f"serial must be a bool, not {type(self.serial).__name__}")
+        for what in ("lane", "key"):
+            value = getattr(self, what)
+            if value is not None and not isinstance(value, str) and not callable(value):
+                raise InvalidArgument(f"{what} must be a parameter's name or a function of the arguments")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCall:
+    """One call of a task, its arguments bound and checked (``task.call(...)``): an item
+    of ``admit_many``."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def _errors(what: str, value: Any) -> Errors:
+    if value is None:
+        return ()
+    if isinstance(value, type):
+        value = (value,)
+    if not isinstance(value, Sequence) or not all(
+            isinstance(x, type) and issubclass(x, BaseException) for x in value):
+        raise InvalidArgument(f"{what} must be an exception type or a tuple of them")
+    return tuple(value)
+
+
+class Task(Generic[P, R]):
+    """One typed task of an :class:`~echomq.tasks.app.App` (see the module)."""
+
+    def __init__(self, app: Host, fn: Callable[..., Any], *, name: str | None, queue: str,
+                 options: AdmitOptions, backoff: BackoffPolicy | None = None,
+                 retry_on: Any = None, give_up_on: Any = None) -> None:
+        if not callable(fn):
+            raise InvalidArgument(f"a task is a function, not {fn!r}")
+        self.app, self.fn = app, fn
+        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise InvalidArgument(f"a task name is 1..200 of [A-Za-z0-9_.:<>-], not {self.name!r}")
+        self.queue = queue
+        self.is_async = inspect.iscoroutinefunction(fn)
+        if backoff is not None and not isinstance(backoff, BackoffPolicy):
+            raise InvalidArgument(f"backoff must be a BackoffPolicy, not {type(backoff).__name__}")
+        self.backoff = backoff
+        self.retry_on, self.give_up_on = _errors("retry_on", retry_on), _errors("give_up_on", give_up_on)
+        self.sig = TaskSignature(fn, context_type=TaskContext, serializer=app.serializer, who=self.name)
+        self._head = envelope_head(app.serializer, self.name)
+        self._encode = self.encode_result = app.serializer.encode
+        self.decode_args = app.serializer.decoder(self.sig.args_type)
+        self.decode_result = app.serializer.decoder(self.sig.returns)
+        self._opts = options
+        self._lane = self._arg_fn("lane", options.lane)
+        self._key = self._arg_fn("key", options.key)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def _arg_fn(self, what: str, value: ArgFn) -> ArgOf | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            if value not in self.sig.names:
+                raise InvalidArgument(f"task {self.name}: {what}={value!r} names no parameter")
+            at = self.sig.names.index(value)
+            return lambda args, kwargs, values: str(values[at])
+        fn = value
+
+        def call(args: tuple[Any, ...], kwargs: dict[str, Any], values: list[Any]) -> str:
+            got = fn(*args, **kwargs)
+            if not isinstance(got, str):
+                raise InvalidArgument(f"task {self.name}: {what} gave {got!r}, not a str")
+            return got
+        return call
+
+    # ------------------------------------------------------------ plain calls
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Run the function here, now (no queue): as calling it undecorated."""
+        return self.fn(*args, **kwargs)
+
+    def options(self, **overrides: Any) -> Task[P, R]:
+        """This task with other admission options (``delay_ms``, ``priority``, ``lane``,
+        ``serial``, ``max_attempts``, ``timeout_ms``, ``key``) for the calls made on it."""
+        unknown = set(overrides) - set(AdmitOptions.__dataclass_fields__)
+        if unknown:
+            raise InvalidArgument(f"task {self.name}: no option {', '.join(sorted(unknown))}")
+        other = copy.copy(self)
+        other._opts = replace(self._opts, **overrides)
+        other._lane = other._arg_fn("lane", other._opts.lane)
+        other._key = other._arg_fn("key", other._opts.key)
+        return other
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> TaskCall:
+        """This call's arguments, checked now (an item of ``admit_many``)."""
+        self.sig.bind(args, kwargs)
+        return TaskCall(args, kwargs)
+
+    # ------------------------------------------------------------ admission
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, bytes, str | None]:
+        """``(job id, payload, lane)`` of one call; InvalidArgument before any I/O."""
+        values = self.sig.bind(args, kwargs)
+        key = self._key
+        job_id = generate("JOB") if key is None else derive_id(
+            "JOB", key(args, kwargs, values), namespace=self.name)
+        try:
+            payload = self._head + self._encode(values)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"task {self.name}: arguments cannot be encoded: {exc}") from None
+        lane = None if self._lane is None else check_lane(self._lane(args, kwargs, values)) or None
+        return job_id, payload, lane
+
+    def _admit_kwargs(self) -> dict[str, Any]:
+        o = self._opts
+        return {"delay_ms": o.delay_ms, "serial": o.serial, "max_attempts": o.max_attempts,
+                "priority": o.priority, "timeout_ms": o.timeout_ms}
+
+    async def admit(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """Admit one job of this task; its handle (``.id``, ``.verdict``, ``await .result()``)."""
+        job_id, payload, lane = self.prepare(args, kwargs)
+        queue = self.app.queue(self.queue)
+        verdict = await queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+        return TaskHandle(queue, job_id, verdict, self.name, self.decode_result)
+
+    def admit_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncTaskHandle[R]:
+        """:meth:`admit`, blocking (sync code: a Django view, a script); the handle's
+        ``result()`` blocks too."""
+        job_id, payload, lane = self.prepare(args, kwargs)
+        queue = self.app.sync_queue(self.queue)
+        verdict = queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+        return SyncTaskHandle(queue, job_id, verdict, self.name, self.decode_result)
+
+    def _items(self, calls: Iterable[TaskCall | tuple[Any, ...]]) -> list[tuple[str, bytes, str | None]]:
+        items = []
+        for i, call in enumerate(calls):
+            if isinstance(call, TaskCall):
+                args, kwargs = call.args, call.kwargs
+            elif isinstance(call, tuple):
+                args, kwargs = call, {}
+            else:
+                raise InvalidArgument(f"item {i}: a TaskCall (task.call(...)) or a tuple of arguments")
+            try:
+                items.append(self.prepare(args, kwargs))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"item {i}: {exc}") from None
+        return items
+
+    async def admit_many(self, calls: Iterable[TaskCall | tuple[Any, ...]]
+                         ) -> list[TaskHandle[R] | EchoMQError]:
+        """Admit many jobs of this task (each item ``task.call(...)`` or a tuple of
+        positional arguments) on the queue's batch path: one handle per item, in input
+        order (or the typed error the server answered for that item). Every item is
+        checked first: one that does not fit raises InvalidArgument, nothing written."""
+        items = self._items(calls)
+        queue = self.app.queue(self.queue)
+        o = self._opts
+        verdicts = await queue.admit_many(items, serial=o.serial, priority=o.priority,
+                                          timeout_ms=o.timeout_ms, delay_ms=o.delay_ms,
+                                          max_attempts=o.max_attempts)
+        return [v if not isinstance(v, Verdict) else
+                TaskHandle(queue, item[0], v, self.name, self.decode_result)
+                for item, v in zip(items, verdicts, strict=True)]
+
+    def admit_many_sync(self, calls: Iterable[TaskCall | tuple[Any, ...]]
+                        ) -> list[SyncTaskHandle[R] | EchoMQError]:
+        """:meth:`admit_many`, blocking."""
+        items = self._items(calls)
+        queue = self.app.sync_queue(self.queue)
+        o = self._opts
+        verdicts = queue.admit_many(items, serial=o.serial, priority=o.priority,
+                                    timeout_ms=o.timeout_ms, delay_ms=o.delay_ms,
+                                    max_attempts=o.max_attempts)
+        return [v if not isinstance(v, Verdict) else
+                SyncTaskHandle(queue, item[0], v, self.name, self.decode_result)
+                for item, v in zip(items, verdicts, strict=True)]
+
+    # ------------------------------------------------------------ the worker
+    def failed(self, exc: Exception, attempt: int) -> Backoff | None:
+        """The outcome of an attempt that raised ``exc``, by this task's retry policy; None
+        when the consumer's own path decides (retry with its backoff, dead at the limit)."""
+        if (self.give_up_on and isinstance(exc, self.give_up_on)) or (
+                self.retry_on and not isinstance(exc, self.retry_on)):
+            return Backoff(error=failure_text(exc), give_up=True)
+        if self.backoff is not None:
+            return Backoff(error=failure_text(exc), delay_ms=self.backoff.delay_ms(attempt))
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} on {self.queue}>"
