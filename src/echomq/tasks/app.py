@@ -26,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from echomq import keyspace
 from echomq._async.cluster import AsyncClusterConnector
@@ -56,6 +56,17 @@ R = TypeVar("R")
 AnyAsync = AsyncConnector | AsyncClusterConnector
 AnySync = Connector | ClusterConnector
 _SCHEDULE_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+class Declare(Protocol):
+    """``@app.task(...)``: takes the function, gives its :class:`Task` (result type: what
+    an ``async def`` returns when awaited, or what a plain ``def`` returns)."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
 
 class App:
@@ -88,7 +99,10 @@ class App:
 
     # ------------------------------------------------------------ declaring
     @overload
-    def task(self, fn: Callable[P, Any], /) -> Task[P, Any]: ...
+    def task(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
     @overload
     def task(self, fn: None = None, /, *, queue: str | None = None, lane: Any = None,
@@ -96,7 +110,7 @@ class App:
              backoff: BackoffPolicy | None = None, timeout_ms: int | None = None,
              delay_ms: int = 0, key: Any = None, name: str | None = None, retry_on: Any = None,
              give_up_on: Any = None, schedule: Schedule | None = None,
-             ) -> Callable[[Callable[P, Any]], Task[P, Any]]: ...
+             ) -> Declare: ...
 
     def task(self, fn: Callable[..., Any] | None = None, /, *, queue: str | None = None,
              lane: Any = None, serial: bool = False, priority: int = 0,

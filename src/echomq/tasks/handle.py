@@ -33,12 +33,17 @@ def _decoded(decode: Callable[[bytes], Any], data: bytes, job_id: str) -> Any:
                              f"return type: {exc}") from None
 
 
+def _name(verdict: Verdict | None) -> str:
+    return "None" if verdict is None else verdict.name
+
+
 class TaskHandle(Generic[R]):
-    """One admitted job of a typed task (asyncio)."""
+    """One admitted job of a typed task (asyncio). ``verdict`` is None for a handle made
+    from an id (``task.handle(id)``), not by an admission."""
 
     __slots__ = ("_decode", "id", "queue", "task_name", "verdict")
 
-    def __init__(self, queue: AsyncQueue, job_id: str, verdict: Verdict, task_name: str,
+    def __init__(self, queue: AsyncQueue, job_id: str, verdict: Verdict | None, task_name: str,
                  decode: Callable[[bytes], Any]) -> None:
         self.queue, self.id, self.verdict, self.task_name = queue, job_id, verdict, task_name
         self._decode = decode
@@ -52,7 +57,7 @@ class TaskHandle(Generic[R]):
         return (await self.queue.cancel([self.id]))[0]
 
     def __repr__(self) -> str:
-        return f"TaskHandle({self.task_name}, id={self.id}, verdict={self.verdict.name})"
+        return f"TaskHandle({self.task_name}, id={self.id}, verdict={_name(self.verdict)})"
 
 
 class SyncTaskHandle(Generic[R]):
@@ -60,7 +65,7 @@ class SyncTaskHandle(Generic[R]):
 
     __slots__ = ("_decode", "id", "queue", "task_name", "verdict")
 
-    def __init__(self, queue: Queue, job_id: str, verdict: Verdict, task_name: str,
+    def __init__(self, queue: Queue, job_id: str, verdict: Verdict | None, task_name: str,
                  decode: Callable[[bytes], Any]) -> None:
         self.queue, self.id, self.verdict, self.task_name = queue, job_id, verdict, task_name
         self._decode = decode
@@ -73,4 +78,4 @@ class SyncTaskHandle(Generic[R]):
         return self.queue.cancel([self.id])[0]
 
     def __repr__(self) -> str:
-        return f"SyncTaskHandle({self.task_name}, id={self.id}, verdict={self.verdict.name})"
+        return f"SyncTaskHandle({self.task_name}, id={self.id}, verdict={_name(self.verdict)})"

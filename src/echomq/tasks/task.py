@@ -15,7 +15,8 @@ job's lane); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff`` (a
 business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so the same
 key admitted twice answers DUPLICATE); ``retry_on`` (exception types that retry; any
 other exception ends the job dead at once) and ``give_up_on`` (exception types that end
-it dead at once); ``name`` (default ``module.qualname``, what travels with the job).
+it dead at once); ``name`` (default ``module.qualname``, what travels with the job; a
+script's functions are named after the script's module, not ``__main__``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from __future__ import annotations
 import copy
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from echomq import bounds
@@ -87,6 +90,21 @@ class TaskCall:
     kwargs: dict[str, Any]
 
 
+def _module_of(fn: Callable[..., Any]) -> str:
+    """The module a task's default name starts with. A function of the script being run
+    (``__main__``) is named after the script's module (``python hello.py`` and ``echomq
+    worker hello:app`` then agree on ``hello.bill``), as Celery does."""
+    module = getattr(fn, "__module__", None) or "__main__"
+    if module != "__main__":
+        return module
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        return str(spec.name)
+    file = getattr(main, "__file__", None)
+    return Path(file).stem if file else module
+
+
 def _errors(what: str, value: Any) -> Errors:
     if value is None:
         return ()
@@ -107,7 +125,7 @@ class Task(Generic[P, R]):
         if not callable(fn):
             raise InvalidArgument(f"a task is a function, not {fn!r}")
         self.app, self.fn = app, fn
-        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        self.name = name or f"{_module_of(fn)}.{fn.__qualname__}"
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise InvalidArgument(f"a task name is 1..200 of [A-Za-z0-9_.:<>-], not {self.name!r}")
         self.queue = queue
@@ -199,6 +217,14 @@ class Task(Generic[P, R]):
         queue = self.app.sync_queue(self.queue)
         verdict = queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
         return SyncTaskHandle(queue, job_id, verdict, self.name, self.decode_result)
+
+    def handle(self, job_id: str) -> TaskHandle[R]:
+        """The handle of a job of this task admitted earlier (by id; its verdict None)."""
+        return TaskHandle(self.app.queue(self.queue), job_id, None, self.name, self.decode_result)
+
+    def handle_sync(self, job_id: str) -> SyncTaskHandle[R]:
+        """:meth:`handle`, blocking."""
+        return SyncTaskHandle(self.app.sync_queue(self.queue), job_id, None, self.name, self.decode_result)
 
     def _items(self, calls: Iterable[TaskCall | tuple[Any, ...]]) -> list[tuple[str, bytes, str | None]]:
         items = []
