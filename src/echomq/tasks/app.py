@@ -32,19 +32,19 @@ from dataclasses import replace
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from echomq import keyspace
-from echomq._async.cluster import AsyncClusterConnector
-from echomq._async.connect import connect_async
-from echomq._async.connector import AsyncConnector
-from echomq._async.queue import AsyncQueue
-from echomq._sync.cluster import ClusterConnector
-from echomq._sync.connect import connect
-from echomq._sync.connector import Connector
-from echomq._sync.queue import Queue
-from echomq.consumer_options import Handler
-from echomq.errors import InvalidArgument
-from echomq.model import QueueOptions
-from echomq.outcomes import BackoffPolicy
-from echomq.schedules import Schedule
+from echomq.client._async.cluster import AsyncClusterConnector
+from echomq.client._async.connect import connect_async
+from echomq.client._async.connector import AsyncConnector
+from echomq.client._async.queue import AsyncQueue
+from echomq.client._sync.cluster import ClusterConnector
+from echomq.client._sync.connect import connect
+from echomq.client._sync.connector import Connector
+from echomq.client._sync.queue import Queue
+from echomq.core.errors import InvalidArgument
+from echomq.core.model import QueueOptions
+from echomq.core.outcomes import BackoffPolicy
+from echomq.protocol.schedules import Schedule
+from echomq.runtime.consumer_options import Handler
 from echomq.tasks.dispatch import Dispatcher
 from echomq.tasks.serializer import MsgspecSerializer, Serializer
 from echomq.tasks.task import AdmitOptions, Task
@@ -120,7 +120,7 @@ class App:
              schedule: Schedule | None = None) -> Any:
         """Declare a task (``@app.task`` or ``@app.task(...)``; options in
         :mod:`echomq.tasks.task`). ``schedule``: admit it at every tick of that
-        :class:`~echomq.schedules.Schedule` (no arguments; ``app.schedule`` for some)."""
+        :class:`~echomq.protocol.schedules.Schedule` (no arguments; ``app.schedule`` for some)."""
         opts = AdmitOptions(lane=lane, serial=serial, priority=priority, max_attempts=max_attempts,
                             timeout_ms=timeout_ms, delay_ms=delay_ms, key=key)
         where = keyspace.check_queue(queue) or queue if queue is not None else self.default_queue

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from echomq._async.queue import AsyncQueue
-from echomq.model import CancelToken, Lease, ProgressOutcome
+from echomq.client._async.queue import AsyncQueue
+from echomq.core.model import CancelToken, Lease, ProgressOutcome
 
 __all__ = ["TaskContext"]
 

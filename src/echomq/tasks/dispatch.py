@@ -17,9 +17,9 @@ import asyncio
 import logging
 from typing import Any
 
-from echomq._async.queue import AsyncQueue
-from echomq.model import Lease
-from echomq.outcomes import Ack, Backoff, Defer, Outcome
+from echomq.client._async.queue import AsyncQueue
+from echomq.core.model import Lease
+from echomq.core.outcomes import Ack, Backoff, Defer, Outcome
 from echomq.tasks.context import TaskContext
 from echomq.tasks.errors import UnknownTask, UnreadablePayload
 from echomq.tasks.host import Host

@@ -1,4 +1,4 @@
-"""The typed tasks' own errors, under :class:`~echomq.errors.EchoMQError`::
+"""The typed tasks' own errors, under :class:`~echomq.core.errors.EchoMQError`::
 
     EchoMQError
     └── TaskError               a worker could not run a job as a typed task (a failed
@@ -9,13 +9,13 @@
                                 the task's signature)
 
 Neither is raised to a caller of ``admit``: arguments are checked there before any I/O
-(:class:`~echomq.errors.InvalidArgument`). A worker meets them, records them as the
+(:class:`~echomq.core.errors.InvalidArgument`). A worker meets them, records them as the
 attempt's error (type, message, traceback in the row) and goes on with the next job.
 """
 
 from __future__ import annotations
 
-from echomq.errors import EchoMQError
+from echomq.core.errors import EchoMQError
 
 __all__ = ["TaskError", "UnknownTask", "UnreadablePayload"]
 

@@ -3,10 +3,10 @@
 ``await handle.result(timeout=30)`` waits for the job to end (the queue's ``result``:
 on its ``finished`` channel, never by polling) and decodes the task's return value to
 the function's annotated return type. A dead job raises
-:class:`~echomq.errors.JobFailed` (``.remote_type``, ``.remote_message``,
+:class:`~echomq.core.errors.JobFailed` (``.remote_type``, ``.remote_message``,
 ``.remote_traceback``: the exception the task raised), a cancelled one
-:class:`~echomq.errors.JobCancelled`, a wait past ``timeout``
-:class:`~echomq.errors.ResultTimeout`. :class:`SyncTaskHandle` is the blocking twin
+:class:`~echomq.core.errors.JobCancelled`, a wait past ``timeout``
+:class:`~echomq.core.errors.ResultTimeout`. :class:`SyncTaskHandle` is the blocking twin
 (``task.admit_sync``).
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from echomq._async.queue import AsyncQueue
-from echomq._sync.queue import Queue
-from echomq.errors import InvalidPayload
-from echomq.model import CancelOutcome, Verdict
+from echomq.client._async.queue import AsyncQueue
+from echomq.client._sync.queue import Queue
+from echomq.core.errors import InvalidPayload
+from echomq.core.model import CancelOutcome, Verdict
 
 __all__ = ["SyncTaskHandle", "TaskHandle"]
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from echomq._async.queue import AsyncQueue
-from echomq._sync.queue import Queue
+from echomq.client._async.queue import AsyncQueue
+from echomq.client._sync.queue import Queue
 from echomq.tasks.serializer import Serializer
 
 __all__ = ["Host"]

@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from echomq.errors import InvalidArgument
+from echomq.core.errors import InvalidArgument
 from echomq.tasks.errors import UnreadablePayload
 
 __all__ = ["ENVELOPE_VERSION", "MsgspecSerializer", "Serializer", "open_envelope"]

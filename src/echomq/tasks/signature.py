@@ -2,7 +2,7 @@
 
 At admission the caller's arguments are bound to the parameters (defaults filled in),
 each checked against its annotation, and the values encoded as one array in parameter
-order; nothing is sent if any of that fails (:class:`~echomq.errors.InvalidArgument`).
+order; nothing is sent if any of that fails (:class:`~echomq.core.errors.InvalidArgument`).
 At the worker the array is decoded in one typed pass (a ``tuple`` of the annotations)
 and the function called with it. A parameter annotated :class:`TaskContext` is not an
 argument: the worker passes the attempt's context there.
@@ -22,7 +22,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from echomq.errors import InvalidArgument
+from echomq.core.errors import InvalidArgument
 from echomq.tasks.serializer import Serializer
 
 __all__ = ["TaskSignature"]

@@ -10,7 +10,7 @@ before any I/O (:mod:`echomq.tasks.signature`).
 
 Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments: the
 job's lane); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff`` (a
-:class:`~echomq.outcomes.BackoffPolicy` for this task's failures); ``timeout_ms``;
+:class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures); ``timeout_ms``;
 ``delay_ms``; ``key`` (a parameter's name or a function of the arguments giving a
 business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so the same
 key admitted twice answers DUPLICATE); ``retry_on`` (exception types that retry; any
@@ -30,14 +30,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from echomq import bounds
-from echomq.errors import EchoMQError, InvalidArgument
-from echomq.failures import failure_text
-from echomq.gate import check_priority
-from echomq.ids import derive_id, generate
-from echomq.model import Verdict
-from echomq.outcomes import Backoff, BackoffPolicy
+from echomq.core import bounds
+from echomq.core.errors import EchoMQError, InvalidArgument
+from echomq.core.failures import failure_text
+from echomq.core.ids import derive_id, generate
+from echomq.core.model import Verdict
+from echomq.core.outcomes import Backoff, BackoffPolicy
 from echomq.protocol import check_lane
+from echomq.protocol.gate import check_priority
 from echomq.tasks.context import TaskContext
 from echomq.tasks.handle import SyncTaskHandle, TaskHandle
 from echomq.tasks.host import Host

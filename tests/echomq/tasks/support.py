@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from echomq import App
-from echomq.worker import Worker, settings_for
+from echomq.ops.worker import Worker, settings_for
 
 
 @contextlib.asynccontextmanager

@@ -28,8 +28,8 @@ from echomq import (
     generate,
     tick_of,
 )
-from echomq.errors import InvalidArgument
-from echomq.worker import settings_for
+from echomq.core.errors import InvalidArgument
+from echomq.ops.worker import settings_for
 from tests.echomq.tasks.support import running
 
 ROOT = Path(__file__).resolve().parents[3]
