@@ -150,6 +150,14 @@ _std_order = (_order_out, _order_in)
 _std_small = (_small_out, _small_in)
 
 
+def _calls(fn: Callable[[Any], Any], arg: Any) -> Callable[[int], None]:
+    """``k`` calls of ``fn(arg)``, nothing kept (a list of results would time the collector)."""
+    def run(k: int) -> None:
+        for _ in range(k):
+            fn(arg)
+    return run
+
+
 def codecs(n: int, repeats: int) -> None:
     """Encode plus typed decode of two argument lists, per library (the decision's table)."""
     small: Any = (TO, SUBJECT, RETRIES)
@@ -163,14 +171,12 @@ def codecs(n: int, repeats: int) -> None:
             dec = ser.decoder(typ)
             data = ser.encode(value)
             rows.append((label, f"msgspec {fmt}", len(data),
-                         best(lambda k, e=ser.encode, v=value: [e(v) for _ in range(k)], n, repeats),
-                         best(lambda k, d=dec, b=data: [d(b) for _ in range(k)], n, repeats)))
+                         best(_calls(ser.encode, value), n, repeats), best(_calls(dec, data), n, repeats)))
         # the standard library: dataclasses by hand (asdict out, constructors back)
         enc, dec_std = (_std_order if label.startswith("order") else _std_small)
         data = enc(value)
         rows.append((label, "stdlib json", len(data),
-                     best(lambda k, v=value, e=enc: [e(v) for _ in range(k)], n, repeats),
-                     best(lambda k, b=data, d=dec_std: [d(b) for _ in range(k)], n, repeats)))
+                     best(_calls(enc, value), n, repeats), best(_calls(dec_std, data), n, repeats)))
         try:
             import pydantic
         except ImportError:
@@ -178,8 +184,8 @@ def codecs(n: int, repeats: int) -> None:
         ta = pydantic.TypeAdapter(typ)
         data = ta.dump_json(value)
         rows.append((label, f"pydantic {pydantic.VERSION} json", len(data),
-                     best(lambda k, v=value, t=ta: [t.dump_json(v) for _ in range(k)], n, repeats),
-                     best(lambda k, b=data, t=ta: [t.validate_json(b) for _ in range(k)], n, repeats)))
+                     best(_calls(ta.dump_json, value), n, repeats),
+                     best(_calls(ta.validate_json, data), n, repeats)))
     print("| arguments | library | bytes | encode µs | typed decode µs |")
     print("|---|---|---|---|---|")
     for label, lib, size, e, d in rows:
