@@ -68,7 +68,7 @@ class Dispatcher:
         task, body = self._find(lease.payload)
         name = task.name
         try:
-            values = task.decode_args(body)
+            values = task.decode_values(body)
         except (ValueError, TypeError) as exc:  # msgspec's DecodeError is a ValueError
             raise UnreadablePayload(
                 f"the arguments of job {lease.id} do not fit task {name}: {exc}") from None

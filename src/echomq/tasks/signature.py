@@ -62,6 +62,9 @@ class TaskSignature:
         self.kwonly = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
         self.n, self.npos = len(params), len(params) - len(self.kwonly)
         self.types = [hints.get(name, Any) for name in self.names]
+        # Trailing defaults: a job admitted before its task gained these parameters
+        # (a shorter array) is read with them filled in (Task.decode_values).
+        self.defaults = [p.default for p in params]
         self.returns = hints.get("return", Any)
         self._bind_sig = sig.replace(parameters=params)
         self._checks: list[Check] = [self._check_for(t) for t in self.types]

@@ -138,6 +138,7 @@ class Task(Generic[P, R]):
         self._head = envelope_head(app.serializer, self.name)
         self._encode = self.encode_result = app.serializer.encode
         self.decode_args = app.serializer.decoder(self.sig.args_type)
+        self._serializer = app.serializer
         self.decode_result = app.serializer.decoder(self.sig.returns)
         self._opts = options
         self._lane = self._arg_fn("lane", options.lane)
@@ -271,6 +272,25 @@ class Task(Generic[P, R]):
                 for item, v in zip(items, verdicts, strict=True)]
 
     # ------------------------------------------------------------ the worker
+    def decode_values(self, body: bytes | memoryview) -> Any:
+        """The arguments of a job, decoded to the parameters' types. An array shorter than
+        the parameters (admitted before the task gained some) is read when every missing
+        parameter has a default; otherwise the decoder's error is raised."""
+        try:
+            return self.decode_args(body)
+        except (ValueError, TypeError):
+            sig, ser = self.sig, self._serializer
+            try:
+                given = len(ser.decoder(list[Any])(body))
+            except (ValueError, TypeError):
+                given = sig.n
+            empty = inspect.Parameter.empty
+            if given >= sig.n or any(d is empty for d in sig.defaults[given:]):
+                raise
+            shorter: Any = tuple.__class_getitem__(tuple(sig.types[:given])) if given else tuple[()]
+            head = ser.decoder(shorter)(body)
+            return (*head, *sig.defaults[given:])
+
     def failed(self, exc: Exception, attempt: int) -> Backoff | None:
         """The outcome of an attempt that raised ``exc``, by this task's retry policy; None
         when the consumer's own path decides (retry with its backoff, dead at the limit)."""

@@ -51,6 +51,7 @@ async def test_unreadable_payloads_and_unknown_tasks_fail_their_attempts_typed(
         "another version": b"EMQT9 json " + count.name.encode() + b"\n[1]",
         "another format": b"EMQT1 msgpack " + count.name.encode() + b"\n\x91\x01",
         "wrong arguments": b"EMQT1 json " + count.name.encode() + b'\n["one"]',
+        "missing argument": b"EMQT1 json " + count.name.encode() + b"\n[]",
         "unknown task": b"EMQT1 json nowhere.gone\n[1]",
     }
     ids = {what: generate("JOB") for what in bad}
@@ -68,8 +69,27 @@ async def test_unreadable_payloads_and_unknown_tasks_fail_their_attempts_typed(
     unreadable, unknown = UnreadablePayload.__name__, UnknownTask.__name__
     assert errors == {"raw bytes": (unreadable, 2), "another version": (unreadable, 2),
                       "another format": (unreadable, 2), "wrong arguments": (unreadable, 2),
+                      "missing argument": (unreadable, 2),
                       "unknown task": (unknown, 2)}
     assert ran == [7]  # none of the bad payloads ran the task
+
+
+async def test_a_job_admitted_before_its_task_gained_a_defaulted_parameter_still_runs(
+        conn: Any, qname: str) -> None:
+    old = App(connector=conn, queue=qname)
+
+    @old.task(name="greet")
+    async def greet_v1(who: str) -> str: ...
+
+    new = App(connector=conn, queue=qname)
+
+    @new.task(name="greet")
+    async def greet_v2(who: str, punctuation: str = "!", times: int = 1) -> str:
+        return f"hello {who}{punctuation * times}"
+
+    before = await greet_v1.admit("ada")  # its array has one argument
+    async with running(new, conn):
+        assert await new.tasks["greet"].handle(before.id).result(timeout=10) == "hello ada!"
 
 
 def test_settings_for_an_app_serve_its_queues_or_the_chosen_ones() -> None:
