@@ -28,9 +28,31 @@ from echomq.core.hooks import Hooks
 from echomq.core.model import Lease
 from echomq.core.outcomes import Backoff, Outcome
 
-__all__ = ["call_handler", "timeout_for"]
+__all__ = ["call_handler", "failed_outcome", "shape_failure", "timeout_for"]
 
 log = logging.getLogger("echomq.runtime.consumer")
+
+
+_SHAPED = "_echomq_outcome"
+
+
+def shape_failure(exc: BaseException, outcome: Backoff) -> bool:
+    """Attach the outcome a handler's exception should have (a typed task's retry policy:
+    its delay, or give up) and let the exception propagate: the consumer still logs it and
+    runs the ``on_failure`` hooks with it. False when ``exc`` takes no attribute (then the
+    handler returns ``outcome`` itself)."""
+    try:
+        setattr(exc, _SHAPED, outcome)
+    except (AttributeError, TypeError):
+        return False
+    return True
+
+
+def failed_outcome(exc: BaseException) -> Backoff:
+    """The outcome of a handler that raised ``exc``: the one :func:`shape_failure`
+    attached, else a failure counted with the exception's text."""
+    shaped = getattr(exc, _SHAPED, None)
+    return shaped if type(shaped) is Backoff else Backoff(error=failure_text(exc))
 
 
 def timeout_for(lease: Lease, default_ms: int | None) -> int | None:
@@ -48,7 +70,7 @@ async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, t
             return await run()
         except Exception as exc:
             log.warning("%s: job %s attempt %d failed", who, lease.id, lease.attempt, exc_info=exc)
-            return Backoff(error=failure_text(exc))
+            return failed_outcome(exc)
     await hooks.run_before(lease)
     began = time.perf_counter()
     error: BaseException | None = None
@@ -71,7 +93,7 @@ async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, t
                 outcome = Backoff(error=failure_text(error))
     except Exception as exc:
         log.warning("%s: job %s attempt %d failed", who, lease.id, lease.attempt, exc_info=exc)
-        error, outcome = exc, Backoff(error=failure_text(exc))
+        error, outcome = exc, failed_outcome(exc)
     seconds = time.perf_counter() - began
     if error is not None:
         await hooks.run_failure(lease, error, seconds)

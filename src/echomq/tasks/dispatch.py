@@ -6,8 +6,10 @@ have, is a failed attempt with a typed error (:class:`~echomq.tasks.errors.Unrea
 :class:`~echomq.tasks.errors.UnknownTask`: the row keeps its type, message and
 traceback), never run and never a dead worker: the consumer records it as any failing
 handler (the job runs again, dead after its attempts). An exception of the task is
-recorded the same way, shaped by the task's retry policy (``retry_on``, ``give_up_on``,
-``backoff``: :meth:`~echomq.tasks.task.Task.failed`). A plain ``def`` task runs in a
+recorded the same way (logged, the ``on_failure`` hooks called with it), its outcome
+shaped by the task's retry policy (``retry_on``, ``give_up_on``, ``backoff``:
+:meth:`~echomq.tasks.task.Task.failed`, attached by
+:func:`~echomq.runtime.handling.shape_failure`). A plain ``def`` task runs in a
 thread of the app's pool, so heartbeats go on meanwhile.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 from echomq.client._async.queue import AsyncQueue
 from echomq.core.model import Lease
 from echomq.core.outcomes import Ack, Backoff, Defer, Outcome
+from echomq.runtime.handling import shape_failure
 from echomq.tasks.context import TaskContext
 from echomq.tasks.errors import UnknownTask, UnreadablePayload
 from echomq.tasks.host import Host
@@ -84,8 +87,8 @@ class Dispatcher:
                     self.app.threads(), task.sig.call, values, ctx)
         except Exception as exc:
             outcome = task.failed(exc, lease.attempt)
-            if outcome is None:
-                raise  # the consumer's path: logged, hooks, retried with its backoff
+            if outcome is None or shape_failure(exc, outcome):
+                raise  # the consumer's path: logged, on_failure hooks, the outcome shaped
             log.warning("job %s (task %s, attempt %d) failed%s", lease.id, name, lease.attempt,
                         ": giving up" if outcome.give_up else "", exc_info=exc)
             return outcome

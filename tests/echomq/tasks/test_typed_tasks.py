@@ -16,6 +16,7 @@ from echomq import (
     App,
     AsyncQueue,
     BackoffPolicy,
+    Hooks,
     InvalidArgument,
     JobCancelled,
     JobFailed,
@@ -286,3 +287,57 @@ async def test_a_retry_that_gives_up_ends_the_job_dead_at_its_first_failure(conn
     assert row is not None and (row["state"], row["failures"]) == (b"dead", b"1")
     with pytest.raises(InvalidArgument):
         await q.retry(lease, delay_ms=0, give_up=1)  # type: ignore[arg-type]
+
+
+async def test_a_running_task_asked_to_stop_is_cancelled_and_its_job_ends_cancelled(
+        conn: Any, qname: str) -> None:
+    app = App(connector=conn, queue=qname)
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @app.task()
+    async def long(n: int) -> int:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return n
+
+    async with running(app, conn):
+        h = await long.admit(1)
+        await asyncio.wait_for(started.wait(), 10)
+        await h.cancel()
+        with pytest.raises(JobCancelled):
+            await h.result(timeout=10)
+        await asyncio.wait_for(stopped.wait(), 10)
+
+
+async def test_a_task_past_its_timeout_fails_with_handler_timeout(conn: Any, qname: str) -> None:
+    app = App(connector=conn, queue=qname)
+
+    @app.task(timeout_ms=100, max_attempts=1)
+    async def slow() -> None:
+        await asyncio.sleep(30)
+
+    async with running(app, conn):
+        with pytest.raises(JobFailed) as failed:
+            await (await slow.admit()).result(timeout=10)
+    assert failed.value.remote_type == "HandlerTimeout"
+
+
+async def test_the_workers_failure_hooks_see_a_task_error_its_policy_shaped(conn: Any, qname: str) -> None:
+    app = App(connector=conn, queue=qname)
+    seen: list[tuple[str, BaseException]] = []
+
+    @app.task(give_up_on=KeyError, max_attempts=5)
+    async def lookup(k: str) -> str:
+        raise KeyError(k)
+
+    hooks = Hooks(on_failure=[lambda lease, error, seconds: seen.append((lease.id, error))])
+    async with running(app, conn, hooks=hooks):
+        h = await lookup.admit("nope")
+        with pytest.raises(JobFailed) as failed:
+            await h.result(timeout=10)
+    assert failed.value.failures == 1  # given up at once, not retried five times
+    assert [(i, type(e)) for i, e in seen] == [(h.id, KeyError)]
