@@ -73,6 +73,9 @@ MUTANTS: list[Mutant] = [
     Mutant("complete_batch: completes a job asked to stop", "complete_batch.lua",
            "out[i] = live and (row[4] and 2 or 1) or 0", "out[i] = live and 1 or 0",
            "cancel check removed"),
+    Mutant("retry: a give-up waits for the limit", "retry.lua",
+           "if ARGV[6] == 'dead' then failures = math.huge end -- given up: dead now", "",
+           "give-up check removed"),
     Mutant("retry: retries a job asked to stop", "retry.lua",
            "if row[6] then -- fence: a cancel was asked", "if false then", "cancel check removed"),
     Mutant("reap: requeues a job asked to stop", "reap.lua",
@@ -235,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args.child, args.url, args.runs, args.examples, args.steps, args.mutant)
         return 0
 
-    lua = PACKAGE / "lua"
+    lua = PACKAGE / "protocol" / "lua"
     check_targets(lua)
     chosen = [m for m in MUTANTS if not args.only or args.only in m.name]
     sys.path.insert(0, str(ROOT / "src"))

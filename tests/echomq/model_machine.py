@@ -66,8 +66,9 @@ CALLS = ["heartbeat", "complete", "complete_many", "retry", "defer", "progress"]
 _names = itertools.count()
 
 REACH = frozenset({
-    # every state, and both ways to die
+    # every state, and the three ways to die
     "pending", "active", "delayed", "done", "dead", "dead by failures", "dead by reap",
+    "dead by giving up",
     # lanes: fair tags interleave, a serial lane holds its next job back, a head goes first
     "fair tag", "fair tag behind another", "serial lane held: skipped", "lane head goes first",
     "claimed on lane f", "claimed on lane s", "claimed on lane None",
@@ -582,22 +583,32 @@ class QueueMachine(RuleBasedStateMachine):
         self.ref.seen["settle completed"] += Completion.COMPLETED in done
         self.ref.seen["settle claimed"] += bool(leases)
 
-    def _retry(self, lease: Lease, fail: bool, delay: int) -> RetryOutcome:
+    def _retry(self, lease: Lease, fail: bool, delay: int, give_up: bool = False) -> RetryOutcome:
         t0 = self.now()
         if fail:
-            got = self.q.retry(lease, delay_ms=delay, error="boom")
+            got = self.q.retry(lease, delay_ms=delay, error="boom", give_up=give_up)
         else:
             got = self.q.defer(lease, delay_ms=delay)
         t1 = self.now()
-        assert got is self.ref.retry(lease.id, lease.attempt, fail, delay > 0, (t0, t1))
+        assert got is self.ref.retry(lease.id, lease.attempt, fail, delay > 0, (t0, t1),
+                                     give_up=fail and give_up)
         if got is RetryOutcome.SCHEDULED and delay:
             self._delayed(lease.id, delay, t0, t1)
         return got
 
     @op(2, when=lambda self: self.leases, data=st.data(), fail=st.sampled_from([True, True, False]),
-          delay=st.sampled_from([0, 0, SHORT, SHORT, LONG]))
-    def retry(self, data: st.DataObject, fail: bool, delay: int) -> None:
-        self._retry(self.pick(data), fail, delay)
+          delay=st.sampled_from([0, 0, SHORT, SHORT, LONG]), give_up=st.sampled_from([False, False, True]))
+    def retry(self, data: st.DataObject, fail: bool, delay: int, give_up: bool) -> None:
+        """A failure (or a deferral); a third of the failures give up: dead at once (the
+        retry script's mode dead, a typed task's give_up_on)."""
+        self._retry(self.pick(data), fail, delay, give_up)
+
+    @op(2, when=lambda self: any(self.ref.live(x.id, x.attempt) for x in self.leases),
+        data=st.data())
+    def give_up(self, data: st.DataObject) -> None:
+        """A live attempt gives up (a typed task's give_up_on): dead now, below its limit."""
+        self._retry(data.draw(st.sampled_from(
+            [x for x in self.leases if self.ref.live(x.id, x.attempt)])), True, 0, True)
 
     # ------------------------------------------------------- timeouts, schedules
     @op(2, when=lambda self: any(self.ref.live(x.id, x.attempt) for x in self.leases),

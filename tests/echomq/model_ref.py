@@ -251,7 +251,7 @@ class Ref:
         return Completion.COMPLETED
 
     def retry(self, jid: str, attempt: int, fail: bool, delay: bool,
-              at: tuple[int, int]) -> RetryOutcome:
+              at: tuple[int, int], *, give_up: bool = False) -> RetryOutcome:
         if not self.holds(jid, attempt):
             return RetryOutcome.STALE
         job = self.jobs[jid]
@@ -262,10 +262,11 @@ class Ref:
             return RetryOutcome.CANCELLED
         if fail:
             job.failures += 1
-            if job.failures >= self._limit(job):
+            if give_up or job.failures >= self._limit(job):
                 self.release(jid)
                 self._finish(jid, "dead", at)
-                self.seen["dead by failures"] += 1
+                self.seen["dead by giving up" if give_up and job.failures < self._limit(job)
+                          else "dead by failures"] += 1
                 return RetryOutcome.DEAD
         if delay:
             job.state, job.due_known, job.ripe, job.expired = "delayed", False, False, False

@@ -79,8 +79,9 @@ class ShardedRef:
     def progress(self, jid: str, attempt: int, report: bytes) -> Any:
         return self.of(jid).progress(jid, attempt, report)
 
-    def retry(self, jid: str, attempt: int, fail: bool, delay: bool, at: tuple[int, int]) -> Any:
-        return self.of(jid).retry(jid, attempt, fail, delay, at)
+    def retry(self, jid: str, attempt: int, fail: bool, delay: bool, at: tuple[int, int], *,
+              give_up: bool = False) -> Any:
+        return self.of(jid).retry(jid, attempt, fail, delay, at, give_up=give_up)
 
     def reap(self, at: tuple[int, int]) -> tuple[int, int, int]:
         got = [r.reap(at) for r in self.refs]
