@@ -60,9 +60,11 @@ def worker_of(backend_url: str) -> Iterator[Any]:
         assert proc.returncode == 0, err
 
 
-def test_the_readme_includes_the_first_example_verbatim() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
-    assert (EXAMPLES / "hello_tasks.py").read_text() in blocks
+def test_the_readme_names_the_first_example_and_includes_it_verbatim_if_at_all() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "examples/hello_tasks.py" in readme
+    blocks = re.findall(r"```python\n(# hello_tasks\.py.*?)```", readme, flags=re.S)
+    assert all(b == (EXAMPLES / "hello_tasks.py").read_text() for b in blocks)
 
 
 def test_the_first_example_runs_under_echomq_worker(backend_url: str, worker_of: Any) -> None:
@@ -109,10 +111,20 @@ def views(ex: Any, backend_url: str) -> None:
     status, first = ex.signup_view({"user_id": str(user), "email": "ada@example.org"})
     again = ex.signup_view({"user_id": str(user), "email": "ada@example.org"})[1]
     assert (status, first["duplicate"], again["duplicate"], again["job"]) == (202, False, True, first["job"])
-    assert ex.status_view(first["job"]) == (200, {"state": "sent", "welcome": {
+    assert settled(ex, first["job"]) == (200, {"state": "sent", "welcome": {
         "to": "ada@example.org", "subject": f"welcome, user {user}"}})
     bad = ex.signup_view({"user_id": str(user + 1), "email": "nobody"})[1]
-    assert ex.status_view(bad["job"]) == (200, {"state": "failed", "error": "not an address: 'nobody'"})
+    assert settled(ex, bad["job"]) == (200, {"state": "failed", "error": "not an address: 'nobody'"})
     assert ex.signup_view({"user_id": "x", "email": "a@b"})[0] == 400
     jobs = ex.import_view([(user + 2, "b@example.org"), (user + 3, "c@example.org")])[1]["jobs"]
-    assert [ex.status_view(j)[1]["state"] for j in jobs] == ["sent", "sent"]
+    assert [settled(ex, j)[1]["state"] for j in jobs] == ["sent", "sent"]
+
+
+def settled(ex: Any, job_id: str) -> Any:
+    """The status view's answer once it is not "waiting" (the view waits 5 s a call; the
+    worker process may still be starting on a loaded machine)."""
+    for _ in range(12):
+        got = ex.status_view(job_id)
+        if got[1]["state"] != "waiting":
+            return got
+    raise AssertionError(f"job {job_id} still waiting after a minute")
