@@ -9,11 +9,11 @@ one handle (or typed error) per item in input order. Every argument is bound and
 before any I/O (:mod:`echomq.tasks.signature`).
 
 Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments: the
-job's lane); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff`` (a
+job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff`` (a
 :class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures); ``timeout_ms``;
 ``delay_ms``; ``key`` (a parameter's name or a function of the arguments giving a
 business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so the same
-key admitted twice answers DUPLICATE); ``retry_on`` (exception types that retry; any
+key admitted twice answers DUPLICATE; a key of None mints a fresh id); ``retry_on`` (exception types that retry; any
 other exception ends the job dead at once) and ``give_up_on`` (exception types that end
 it dead at once); ``name`` (default ``module.qualname``, what travels with the job; a
 script's functions are named after the script's module, not ``__main__``).
@@ -51,7 +51,7 @@ R = TypeVar("R")
 _NAME = re.compile(r"[A-Za-z0-9_.:<>\-]{1,200}")
 ArgFn = str | Callable[..., Any] | None
 Errors = tuple[type[BaseException], ...]
-ArgOf = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], str]  # (args, kwargs, values) -> str
+ArgOf = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], str | None]  # (args, kwargs, values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,13 +153,13 @@ class Task(Generic[P, R]):
             if value not in self.sig.names:
                 raise InvalidArgument(f"task {self.name}: {what}={value!r} names no parameter")
             at = self.sig.names.index(value)
-            return lambda args, kwargs, values: str(values[at])
+            return lambda args, kwargs, values: None if values[at] is None else str(values[at])
         fn = value
 
-        def call(args: tuple[Any, ...], kwargs: dict[str, Any], values: list[Any]) -> str:
+        def call(args: tuple[Any, ...], kwargs: dict[str, Any], values: list[Any]) -> str | None:
             got = fn(*args, **kwargs)
-            if not isinstance(got, str):
-                raise InvalidArgument(f"task {self.name}: {what} gave {got!r}, not a str")
+            if got is not None and not isinstance(got, str):
+                raise InvalidArgument(f"task {self.name}: {what} gave {got!r}, not a str or None")
             return got
         return call
 
@@ -190,8 +190,8 @@ class Task(Generic[P, R]):
         """``(job id, payload, lane)`` of one call; InvalidArgument before any I/O."""
         values = self.sig.bind(args, kwargs)
         key = self._key
-        job_id = generate("JOB") if key is None else derive_id(
-            "JOB", key(args, kwargs, values), namespace=self.name)
+        business = None if key is None else key(args, kwargs, values)
+        job_id = generate("JOB") if business is None else derive_id("JOB", business, namespace=self.name)
         try:
             payload = self._head + self._encode(values)
         except (TypeError, ValueError) as exc:

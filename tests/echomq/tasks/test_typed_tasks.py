@@ -123,6 +123,21 @@ async def test_the_same_business_key_twice_answers_duplicate(conn: Any, qname: s
     assert first.id == again.id == derive_id("JOB", "order-42", namespace=checkout.name)
 
 
+async def test_a_lane_or_key_of_none_means_no_lane_and_a_fresh_id(conn: Any, qname: str) -> None:
+    app = App(connector=conn, queue=qname)
+
+    @app.task(lane="tenant", key=lambda tenant, ref: ref)
+    async def job(tenant: str | None, ref: str | None) -> None: ...
+
+    q = AsyncQueue(conn, qname)
+    a, b = await job.admit(None, None), await job.admit(None, None)
+    assert (a.verdict, b.verdict) == (Verdict.ENQUEUED, Verdict.ENQUEUED) and a.id != b.id
+    c = await job.admit("acme", "r-1")
+    assert c.id == derive_id("JOB", "r-1", namespace=job.name)
+    rows = [await q.job(h.id) for h in (a, c)]
+    assert [r.get("lane") if r else "?" for r in rows] == [None, b"acme"]
+
+
 async def test_admit_many_answers_in_input_order_and_runs_each(conn: Any, qname: str) -> None:
     app = make_app(conn, qname)
     add = next(t for t in app.tasks.values() if t.name.endswith("add"))
