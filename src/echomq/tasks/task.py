@@ -9,14 +9,15 @@ one handle (or typed error) per item in input order. Every argument is bound and
 before any I/O (:mod:`echomq.tasks.signature`).
 
 Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments: the
-job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff`` (a
-:class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures); ``timeout_ms``;
-``delay_ms``; ``key`` (a parameter's name or a function of the arguments giving a
-business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so the same
-key admitted twice answers DUPLICATE; a key of None mints a fresh id); ``retry_on`` (exception types that retry; any
-other exception ends the job dead at once) and ``give_up_on`` (exception types that end
-it dead at once); ``name`` (default ``module.qualname``, what travels with the job; a
-script's functions are named after the script's module, not ``__main__``).
+job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff``
+(a :class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures);
+``timeout_ms``; ``delay_ms``; ``key`` (a parameter's name or a function of the arguments
+giving a business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so
+the same key admitted twice answers DUPLICATE; a key of None mints a fresh id);
+``retry_on`` (exception types that retry; any other exception ends the job dead at once)
+and ``give_up_on`` (exception types that end it dead at once); ``name`` (default
+``module.qualname``, what travels with the job; a script's functions are named after the
+script's module, not ``__main__``).
 """
 
 from __future__ import annotations
