@@ -19,7 +19,7 @@ process (``time.process_time``), in the same run, no server involved:
 Also printed: the payload sizes, and (``--format both``) the same for msgspec's JSON and
 MessagePack; ``--codecs`` adds encode + typed decode per library (msgspec JSON and
 MessagePack, the standard library's json, pydantic) for two argument lists, the table
-docs/decisions/0031-typed-tasks.md quotes.
+docs/decisions/0033-typed-tasks.md quotes.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--format", choices=["json", "msgpack", "both"], default="both")
     parser.add_argument("--codecs", action="store_true",
-                        help="also time encode + typed decode per library (decision 0031's table)")
+                        help="also time encode + typed decode per library (decision 0033's table)")
     args = parser.parse_args()
     formats = ["json", "msgpack"] if args.format == "both" else [args.format]
     print(f"load average {os.getloadavg()[0]:.2f}; n={args.n}, best of {args.repeats} (interleaved)")

@@ -37,7 +37,7 @@ EXPORTED = [
     # results, progress and cancellation (decision 0023)
     "CancelOutcome", "CancelToken", "ProgressOutcome", "JobCancelled", "JobFailed", "JobNotFound",
     "ResultTimeout",
-    # typed tasks (decision 0031)
+    # typed tasks (decision 0033)
     "App", "Task", "TaskCall", "TaskContext", "TaskHandle", "SyncTaskHandle", "TaskError",
     "UnknownTask", "UnreadablePayload", "Serializer", "MsgspecSerializer",
 ]

@@ -3,7 +3,7 @@
 The layer above the runtime and below the operator tools: it imports the client, the
 runtime and the protocol, never ``echomq.ops``. Its names are also the facade's
 (``echomq.App``, ``echomq.TaskContext``, ...). Guide: docs/coming-from.md; design and
-figures: docs/decisions/0031-typed-tasks.md.
+figures: docs/decisions/0033-typed-tasks.md.
 """
 
 from echomq.tasks.app import App

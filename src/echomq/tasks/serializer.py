@@ -19,7 +19,7 @@ The result of a task is its return value encoded by the same serializer (no enve
 does (builtins, dataclasses, ``TypedDict``, ``msgspec.Struct``, enums, datetimes, ...) and
 pydantic models through its hooks (``model_dump`` / ``model_validate``) when pydantic is
 installed. Any object with the :class:`Serializer` methods can replace it
-(``App(serializer=...)``). Why msgspec, and the figures: docs/decisions/0031-typed-tasks.md.
+(``App(serializer=...)``). Why msgspec, and the figures: docs/decisions/0033-typed-tasks.md.
 """
 
 from __future__ import annotations
