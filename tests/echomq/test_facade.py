@@ -4,6 +4,7 @@ game (src/codemojex) imports EchoMQ through this facade only."""
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,10 @@ def test_the_facade_exports_exactly_the_listed_names() -> None:
 
 def test_public_namespaces_export_what_they_list() -> None:
     for name, listed in NAMESPACES.items():
-        mod = getattr(echomq, name)
+        try:
+            mod = importlib.import_module(f"echomq.{name}")  # a folder of its own (tasks)
+        except ModuleNotFoundError:
+            mod = getattr(echomq, name)  # a module the facade names from its folder (ids, clikit)
         if listed is not None:
             assert sorted(mod.__all__) == sorted(listed), name
         for item in mod.__all__:
