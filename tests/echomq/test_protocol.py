@@ -86,8 +86,17 @@ def test_builders_put_every_argument_where_the_header_names_it() -> None:
     assert batch.named()["attempts"] == [job, 3, b"r"] and batch.named()["meta"] == k.meta
 
 
+# unload_row runs only on a retired shard of an online reshard, after import_row (which is
+# fenced) copied the row to the new layout: the layout it empties is the one being left
+# (decision 0032), so it has no version check of its own.
+UNFENCED = {"unload_row"}
+
+
 def test_every_script_but_fence_has_the_meta_key_for_its_version_check() -> None:
     for name, script in bundle().items():
+        if name in UNFENCED:
+            assert "fence(KEYS[" not in script.source, name  # the list is kept current
+            continue
         assert "meta" in script.keys, name
         assert "fence(KEYS[" in script.source, name  # the version check runs in every script
 
