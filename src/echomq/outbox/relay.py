@@ -170,7 +170,9 @@ class OutboxRelay:
         conn = await self._connection()
         report = BatchReport()
         try:
-            async with conn.transaction():
+            # Pipeline mode: BEGIN goes out with the claim, DELETE with COMMIT: two round
+            # trips to PostgreSQL per batch instead of four (latency, bench/outbox_latency.py).
+            async with conn.pipeline(), conn.transaction():
                 cur = await conn.execute(self.table.claim_sql(), (self.batch,))
                 rows = [self._row(r) for r in await cur.fetchall()]
                 report.claimed = len(rows)
