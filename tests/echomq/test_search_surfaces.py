@@ -52,7 +52,7 @@ def test_echomq_search_pages_with_a_cursor_and_filters(valkey_url: str, jobs: di
     seen: list[str] = []
     cursor: list[str] = []
     for _ in range(20):
-        done = _cli(valkey_url, name, "--json", "--limit", "4", "--budget", "3", *cursor)
+        done = _cli(valkey_url, name, "--json", "--limit", "8", "--budget", "3", *cursor)
         assert done.returncode == 0, done.stderr
         page = json.loads(done.stdout)
         seen += [h["id"] for h in page["hits"]]

@@ -1,5 +1,5 @@
 """Search over a queue's jobs, pure: the query, the cursor, the two calls of a window and
-their decoders (docs/decisions/0030-search.md).
+their decoders (docs/decisions/0032-search.md).
 
 A search walks the state sets in a fixed order (pending, active, delayed, done, dead, or
 the states asked for), each in set order (score, then id), one *window* at a time: the
@@ -32,7 +32,7 @@ from echomq.protocol.keyspace import STATES, QueueKeys
 __all__ = ["MAX_BUDGET", "SearchHit", "SearchQuery", "Window", "decode_hits", "decode_window",
            "search", "search_rows"]
 
-MAX_BUDGET = 1000
+MAX_BUDGET = 500
 """Entries one window may examine: the bound of one call's work (bench/search_cost.py)."""
 _MAX_MS = (1 << 48) - 1
 _TOP = ALPHABET[-1]
@@ -176,10 +176,11 @@ def decode_window(reply: Any) -> Window:
                   [(text(flat[i]), text(flat[i + 1])) for i in range(0, len(flat), 2)])
 
 
-def decode_hits(state: str, reply: Any) -> list[SearchHit]:
+def decode_hits(state: str, reply: Any, scores: dict[str, str]) -> list[SearchHit]:
+    """The hits of a ``search_rows`` reply; ``scores`` the window's (id -> score)."""
     out = []
-    for i in range(0, len(reply), 6):
-        job_id, score, row_state, attempts, lane, error = (text(x) for x in reply[i : i + 6])
-        out.append(SearchHit(job_id, row_state or state, float(score), int(attempts or 0),
+    for i in range(0, len(reply), 5):
+        job_id, row_state, attempts, lane, error = (text(x) for x in reply[i : i + 5])
+        out.append(SearchHit(job_id, row_state or state, float(scores[job_id]), int(attempts or 0),
                              lane or None, error))
     return out

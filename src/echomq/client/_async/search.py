@@ -4,7 +4,7 @@
 after the cursor, ``search_rows`` over the candidates it kept), each O(log n + budget) on
 the server whatever the queue's size. :func:`search` repeats windows until it has ``limit``
 hits, the states are walked, or ``max_windows`` windows ran, and hands back the cursor to
-go on from (docs/decisions/0030-search.md).
+go on from (docs/decisions/0032-search.md).
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ async def search_window(connector: ScriptConnector, k: QueueKeys, query: s.Searc
     window = s.decode_window(await connector.run(
         s.search(k, state, after_score=score, after_id=job_id, count=budget, low=low, high=high)))
     hits: list[s.SearchHit] = []
+    scores = dict(window.candidates)
     if window.candidates:
-        ids = [c[0] for c in window.candidates]
-        hits = s.decode_hits(state, await connector.run(s.search_rows(k, state, query, ids)))
+        reply = await connector.run(s.search_rows(k, state, query, list(scores)))
+        hits = s.decode_hits(state, reply, scores)
     if len(hits) > limit:
         hits = hits[:limit]
-        scores = dict(window.candidates)
         return hits, s.encode_cursor(state, scores[hits[-1].id], hits[-1].id), window.examined
     if window.examined < budget:  # the set is walked: the next state, from its start
         nxt = s.encode_cursor(states[at + 1], "", "") if at + 1 < len(states) else None
@@ -65,7 +65,7 @@ async def search_window(connector: ScriptConnector, k: QueueKeys, query: s.Searc
 async def search(connector: ScriptConnector, k: QueueKeys, query: s.SearchQuery, *,
                  cursor: str | None = None, limit: int = 50, budget: int = 200,
                  max_windows: int = 50) -> SearchPage:
-    """Windows of ``budget`` entries (1..1000) until ``limit`` (1..10,000) hits, the end,
+    """Windows of ``budget`` entries (1..500) until ``limit`` (1..10,000) hits, the end,
     or ``max_windows`` (1..100,000) windows; the page and the cursor to go on from."""
     check_int("limit", limit, 1, 10_000)
     check_int("max_windows", max_windows, 1, 100_000)

@@ -1,6 +1,6 @@
 #!lua flags=no-writes
 -- name: search
--- summary: One bounded window of a search (docs/decisions/0030-search.md): the entries of one
+-- summary: One bounded window of a search (docs/decisions/0032-search.md): the entries of one
 --   state's set that follow a cursor, in set order (score, then id), at most count of them,
 --   and of those the ids inside an id range. The cursor is the last entry a window examined;
 --   if it has left the set since, the window starts where it would stand (a binary search
@@ -10,7 +10,7 @@
 -- KEYS[2] meta: emq:{q}:meta
 -- ARGV[1] after_score: the cursor's score, as the server wrote it ('' with no cursor)
 -- ARGV[2] after_id: the cursor's id, '' to start at the first entry
--- ARGV[3] count: entries to examine, 1..1000
+-- ARGV[3] count: entries to examine, 1..500
 -- ARGV[4] low: the least id to return, '' for no bound
 -- ARGV[5] high: the greatest id to return, '' for no bound
 -- RETURNS: flat array: examined (the window's entry count; below count: the set is done),
@@ -23,8 +23,8 @@
 local bad = shape({false, 'meta'}, 5)
 if bad then return bad end
 local count = tonumber(ARGV[3])
-if not count or count < 1 or count > 1000 or count ~= math.floor(count) then
-  return redis.error_reply('EMQARG count must be an integer in 1..1000')
+if not count or count < 1 or count > 500 or count ~= math.floor(count) then
+  return redis.error_reply('EMQARG count must be an integer in 1..500')
 end
 local after = tonumber(ARGV[1])
 if ARGV[2] ~= '' and not after then
