@@ -172,7 +172,7 @@ class OutboxRelay:
         try:
             # Pipeline mode: BEGIN goes out with the claim, DELETE with COMMIT: two round
             # trips to PostgreSQL per batch instead of four (latency, bench/outbox_latency.py).
-            async with conn.pipeline(), conn.transaction():
+            async with conn.pipeline() as pipe, conn.transaction():
                 cur = await conn.execute(self.table.claim_sql(), (self.batch,))
                 rows = [self._row(r) for r in await cur.fetchall()]
                 report.claimed = len(rows)
@@ -186,6 +186,8 @@ class OutboxRelay:
                     await conn.execute(self.table.delete_sql(), (done,))
                 for row_id, problem in refused:
                     await conn.execute(self.table.refuse_sql(), (problem[:1000], row_id))
+                if self.crash_at == "deleted":
+                    await pipe.sync()  # the DELETE has run on the server; the COMMIT has not
                 self._crash("deleted")
         except psycopg.Error as exc:
             await self._drop()

@@ -191,3 +191,13 @@ async def test_a_row_the_queue_refuses_for_good_is_kept_with_its_error(pg_db: st
         db.execute("DELETE FROM echomq_outbox WHERE queue = %s", (qname,))
         db.commit()
     assert "speed" in error
+
+
+def test_echomq_relay_refuses_bad_input_in_one_line() -> None:
+    from tests.echomq.outbox.scenario import relay_process
+
+    missing_table = relay_process("postgresql://nobody@127.0.0.1:1/x", "redis://127.0.0.1:1", "--drain",
+                                  "--table", "Bad-Name")
+    unreachable = relay_process("postgresql://nobody@127.0.0.1:1/x", "redis://127.0.0.1:1", "--drain")
+    for done, words in ((missing_table, "lower-case identifier"), (unreachable, "refused the connection")):
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr

@@ -119,8 +119,9 @@ async def test_rows_wait_while_valkey_is_at_its_memory_limit_and_arrive_once_aft
                 for key in raw.scan_iter(match=f"emq:{{{qname}-filler}}:*", count=1000):
                     raw.delete(key)  # memory comes back: the running relay goes on by itself
 
-                async def arrived() -> bool:
-                    return len(payloads_on(raw, qname)) == 40 and outbox_rows(url) == 0
+                async def arrived() -> bool:  # the relay's own count too: it is told last
+                    return (len(payloads_on(raw, qname)) == 40 and outbox_rows(url) == 0
+                            and relay.totals.admitted == 40)
 
                 await wait_for(arrived, within=30)
             finally:
