@@ -9,7 +9,8 @@ them on 50 lanes), 10 % delayed, 20 % done, 10 % dead (half a ``ValueError``, ha
 windows with the server's SLOWLOG logging every command (threshold 0), and the report
 gives, per search, the windows walked, the hits, and the server time of its calls
 (EVALSHA of ``search`` and ``search_rows``) as the server measured it: median and worst
-per call, worst per window (the two calls of one window); then the same windows again with
+per call, worst per window (a window's calls: one ``search``, then ``search_rows`` calls of
+at most 32 candidates); then the same windows again with
 the SLOWLOG off, for the server main thread's own CPU time per window (``cpu/window``: what
 the calls cost the server, without the time other processes took its CPU meanwhile, which
 the SLOWLOG's wall times include). INFO commandstats is printed as the cross-check. The

@@ -29,11 +29,16 @@ from echomq.protocol.codes import check_lane
 from echomq.protocol.decoders import text
 from echomq.protocol.keyspace import STATES, QueueKeys
 
-__all__ = ["MAX_BUDGET", "SearchHit", "SearchQuery", "Window", "decode_hits", "decode_window",
-           "search", "search_rows"]
+__all__ = ["MAX_BUDGET", "ROWS_PER_CALL", "SearchHit", "SearchQuery", "Window", "decode_hits",
+           "decode_window", "search", "search_rows"]
 
 MAX_BUDGET = 500
-"""Entries one window may examine: the bound of one call's work (bench/search_cost.py)."""
+"""Entries one window's ``search`` call may examine: the bound of that call's work
+(~2,600 instructions an entry, bench/search_ir.py)."""
+ROWS_PER_CALL = 32
+"""Candidates one ``search_rows`` call reads: a window's candidates go as several calls in
+one flush, each bounded (~20-28k instructions a candidate, bench/search_ir.py), so no
+call holds the server long however large the window."""
 _MAX_MS = (1 << 48) - 1
 _TOP = ALPHABET[-1]
 

@@ -1,9 +1,10 @@
 # Generated from echomq/client/_async/search.py by scripts/unasync_gen.py. Do not edit.
 """Search over one queue's jobs, window by window (:mod:`echomq.protocol.search`).
 
-:func:`search_window` is one bounded step: two script calls (``search`` over one state's set
-after the cursor, ``search_rows`` over the candidates it kept), each O(log n + budget) on
-the server whatever the queue's size. :func:`search` repeats windows until it has ``limit``
+:func:`search_window` is one bounded step: a ``search`` call over one state's set after the
+cursor (O(log n + budget)), then ``search_rows`` calls of at most
+:data:`~echomq.protocol.search.ROWS_PER_CALL` candidates each, sent in one flush: every call
+bounded whatever the queue's size. :func:`search` repeats windows until it has ``limit``
 hits, the states are walked, or ``max_windows`` windows ran, and hands back the cursor to
 go on from (docs/decisions/0032-search.md).
 """
@@ -51,8 +52,13 @@ def search_window(connector: ScriptConnector, k: QueueKeys, query: s.SearchQuery
     hits: list[s.SearchHit] = []
     scores = dict(window.candidates)
     if window.candidates:
-        reply = connector.run(s.search_rows(k, state, query, list(scores)))
-        hits = s.decode_hits(state, reply, scores)
+        ids = list(scores)
+        calls = [s.search_rows(k, state, query, ids[i : i + s.ROWS_PER_CALL])
+                 for i in range(0, len(ids), s.ROWS_PER_CALL)]
+        for reply in connector.pipeline(calls):  # one flush, each call bounded
+            if isinstance(reply, BaseException):
+                raise reply
+            hits += s.decode_hits(state, reply, scores)
     if len(hits) > limit:
         hits = hits[:limit]
         return hits, s.encode_cursor(state, scores[hits[-1].id], hits[-1].id), window.examined
