@@ -6,7 +6,8 @@
 
 Prints the hits (id, state, attempts, lane, the error's first line), then the cursor to go
 on from (``--cursor``), or ``end`` when the walk is complete. Each window the search takes
-is two read-only script calls examining at most ``--budget`` jobs (docs/decisions/0032).
+is read-only script calls of bounded work: one examining at most ``--budget`` jobs,
+then one per 32 candidates (docs/decisions/0032).
 Times are Unix milliseconds or ISO 8601 (``2026-12-03T15:00:00Z``; no zone: UTC).
 Registered on the ``echomq`` group by :mod:`echomq.ops.cli`.
 """
@@ -54,7 +55,7 @@ def _time_ms(value: str | None, name: str) -> int | None:
 @click.option("--id-prefix", default="", help="the start of the job's id")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--budget", default=200, show_default=True, type=click.IntRange(1, 500),
-              help="jobs one window examines (each window: two bounded server calls)")
+              help="jobs one window examines (each of its server calls bounded)")
 @click.option("--windows", default=200, show_default=True, type=click.IntRange(1, 100_000),
               help="windows at most before printing the cursor")
 @click.option("--cursor", default=None, help="go on from a cursor a previous search printed")

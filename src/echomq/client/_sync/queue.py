@@ -391,7 +391,7 @@ class Queue:
                      limit: int = 50, budget: int = 200, max_windows: int = 50) -> SearchPage:
         """Jobs matching ``query`` (:class:`~echomq.protocol.search.SearchQuery`: states,
         lane, error type or text, admission time range, id prefix), walked in windows of
-        ``budget`` entries, each window two read-only script calls of bounded work; at most
+        ``budget`` entries, each window a few read-only script calls of bounded work; at most
         ``limit`` hits and ``max_windows`` windows per call. Go on with the page's
         ``cursor`` (None: done). Decision 0032."""
         return search(self.connector, self.k, query or SearchQuery(), cursor=cursor,
