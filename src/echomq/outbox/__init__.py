@@ -4,7 +4,7 @@ The application writes its jobs into an outbox table in its own PostgreSQL trans
 (:class:`Outbox`, psycopg 3, blocking or asyncio); a relay (:class:`OutboxRelay`, or the
 ``echomq relay`` command) moves each committed row onto its queue with the batch path,
 under a job id derived from the row, so a relay killed at any step admits nothing twice
-(docs/decisions/0031-outbox.md). A layer above the client and the runtime, below ops.
+(docs/decisions/0034-outbox.md). A layer above the client and the runtime, below ops.
 
     from echomq.outbox import Outbox
     outbox = Outbox()                      # table echomq_outbox

@@ -20,7 +20,7 @@ the row in the outbox for the next batch: rows wait, nothing is lost.
 
 The relay sleeps on ``LISTEN`` (the table's trigger notifies on commit) with a poll every
 ``poll_s`` as the fallback, and reconnects to either server after a failure with a growing
-pause (docs/decisions/0031-outbox.md).
+pause (docs/decisions/0034-outbox.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ One row per job the application's transaction admitted::
 
 A statement-level trigger sends ``NOTIFY <channel>`` after every insert; PostgreSQL delivers
 a notification only when the inserting transaction commits, so a relay is woken by commits
-and never by a transaction that rolled back (docs/decisions/0031-outbox.md).
+and never by a transaction that rolled back (docs/decisions/0034-outbox.md).
 """
 
 from __future__ import annotations
