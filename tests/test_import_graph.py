@@ -14,6 +14,7 @@ its own folder and the folders below it, never one beside or above it:
     client     connectors, the wire, queues        servers   embedded Valkey, local cluster
     runtime    the consumer: leases, handlers, upkeep, supervision
     tasks      typed tasks on the client and runtime
+    outbox     transactional enqueue from PostgreSQL (beside tasks: neither imports the other)
     ops        the command line, the worker, the dashboard, metrics
 
 A ``from echomq import Name`` inside the package counts as an arrow to the module the
@@ -93,7 +94,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 # may not import each other). Top-level modules: the facade's loader (``_lazy``) is below
 # everything, the console entry (``_entry``) above everything.
 LAYERS = {"_lazy": -1, "core": 0, "protocol": 1, "client": 2, "servers": 2, "runtime": 3, "tasks": 4,
-          "ops": 5, "_entry": 6}
+          "outbox": 4, "ops": 5, "_entry": 6}
 
 
 def _layer_of(module: str) -> str:

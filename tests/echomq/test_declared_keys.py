@@ -26,6 +26,7 @@ from echomq.protocol.gate import RateLimit
 from echomq.protocol.resharding import import_row, rows_exist, unload_row
 from echomq.protocol.schedules import Schedule
 from echomq.protocol.scripts import Script, bundle, parse
+from echomq.protocol.search import SearchQuery
 
 _PRELUDE = """local __declared = {}
 for _, k in ipairs(KEYS) do __declared[k] = true end
@@ -137,6 +138,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.job(a.id)
     await q.pending_size()
     await q.stats()
+    assert (await q.search(SearchQuery(states=("dead", "pending"), error_type="boom"), budget=2)).windows
     every = Schedule(name="dk", queue=qname, every_ms=1000, lane="sl")
     tick = every.latest(await c.server_time_ms())
     await c.run(every.call([], floor=tick - 2000))

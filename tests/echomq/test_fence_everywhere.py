@@ -68,6 +68,7 @@ OPS: dict[str, Op] = {
     "resume": lambda q, x, d: q.resume(),
     "gate": lambda q, x, d: q.gate(),
     "set_limits": lambda q, x, d: q.set_limits(rate=RateLimit(3, 1000)),
+    "search": lambda q, x, d: q.search(),
 }
 BATCH = {  # bad news per item, in place
     "enqueue_many": lambda q, x, d: q.enqueue_many([(generate("JOB"), b"x")] * 2),

@@ -47,7 +47,7 @@ DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
           "pause", "limits",  # the claim gate's controls: an operator can pause or limit at the limit
           "unload_row"}  # removes a moved row from a retired shard (decision 0032)
-READS = {"browse", "info", "peek", "pending_size", "row", "stats",
+READS = {"browse", "info", "peek", "pending_size", "row", "search", "search_rows", "stats",
          "rows_exist"}  # an online reshard's admission check (decision 0032)
 MOVES = {"import_row"}  # copies a row between shards in a reshard: deny-oom, like admission
 ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job

@@ -13,6 +13,8 @@
     echomq result QUEUE ID        wait for a job to end, print its result (echomq.ops.cli_jobs)
     echomq progress QUEUE ID      a job's state and last progress report
     echomq cancel QUEUE ID...     cancel waiting jobs, ask running ones to stop
+    echomq search QUEUE           find jobs by state, lane, error, time, id prefix (cursor pages)
+    echomq relay --database-url   committed outbox rows onto their queues (echomq.ops.cli_relay)
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class _Commands(Group):
     lazy = {"demo": "echomq.ops.cli_demo:demo", "pause": "echomq.ops.cli_gate:pause",  # noqa: RUF012
             "resume": "echomq.ops.cli_gate:resume", "limit": "echomq.ops.cli_gate:limit",
             "result": "echomq.ops.cli_jobs:result", "progress": "echomq.ops.cli_jobs:progress",
-            "cancel": "echomq.ops.cli_jobs:cancel"}
+            "cancel": "echomq.ops.cli_jobs:cancel", "relay": "echomq.ops.cli_relay:relay",
+            "search": "echomq.ops.cli_search:search"}
 
 
 @click.group(cls=_Commands, name="echomq")

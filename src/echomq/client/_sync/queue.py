@@ -21,6 +21,7 @@ from echomq import protocol as p
 from echomq.client._sync.admission import Admission, AdmitItem
 from echomq.client._sync.results import read_progress, wait_result
 from echomq.client._sync.seam import Reply, ScriptConnector, WakeSubscription
+from echomq.client._sync.search import SearchPage, search
 from echomq.client._sync.upkeep import Upkeep
 from echomq.core.errors import EchoMQError, InvalidArgument
 from echomq.core.model import (
@@ -39,6 +40,7 @@ from echomq.protocol import Bulk, Call
 from echomq.protocol import handoff as h
 from echomq.protocol.decoders import text
 from echomq.protocol.gate import Claimed, Gate, RateLimit, check_lane_rate, decode_gate
+from echomq.protocol.search import SearchQuery
 
 __all__ = ["Queue"]
 
@@ -384,6 +386,16 @@ class Queue:
     def browse(self, state: str, *, offset: int = 0, limit: int = 50) -> list[JobView]:
         """:meth:`Upkeep.browse`: a page of jobs in ``state`` with their rows."""
         return self.upkeep.browse(state, offset=offset, limit=limit)
+
+    def search(self, query: SearchQuery | None = None, *, cursor: str | None = None,
+                     limit: int = 50, budget: int = 200, max_windows: int = 50) -> SearchPage:
+        """Jobs matching ``query`` (:class:`~echomq.protocol.search.SearchQuery`: states,
+        lane, error type or text, admission time range, id prefix), walked in windows of
+        ``budget`` entries, each window a few read-only script calls of bounded work; at most
+        ``limit`` hits and ``max_windows`` windows per call. Go on with the page's
+        ``cursor`` (None: done). Decision 0035."""
+        return search(self.connector, self.k, query or SearchQuery(), cursor=cursor,
+                            limit=limit, budget=budget, max_windows=max_windows)
 
     # ------------------------------------------------- results and progress
     def result(self, job_id: str, *, timeout: float | None = 30.0) -> bytes:  # noqa: ASYNC109, RUF100 (the API asks for timeout=)

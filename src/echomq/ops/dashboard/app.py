@@ -29,7 +29,7 @@ from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connect import connect_async
 from echomq.client._async.connector import AsyncConnector
 from echomq.core.errors import EchoMQError, InvalidArgument
-from echomq.ops.dashboard import actions, metrics, views
+from echomq.ops.dashboard import actions, metrics, search_view, views
 from echomq.ops.dashboard.history import History
 from echomq.ops.dashboard.render import esc
 from echomq.ops.dashboard.state import COOKIE, STATE, DashboardOptions, Page, State, state
@@ -133,6 +133,7 @@ def create_app(url: str, *, options: DashboardOptions | None = None, pages: Sequ
     app.router.add_get("/", views.overview)
     app.router.add_get("/queues/{queue}", views.queue_page)
     app.router.add_get("/queues/{queue}/jobs/{job}", views.job_page)
+    app.router.add_get("/queues/{queue}/search", search_view.search_page)
     app.router.add_post("/queues/{queue}/actions", actions.act)
     app.router.add_get("/x/{slug}", views.plugin_page)
     app.router.add_get("/login", login_page)

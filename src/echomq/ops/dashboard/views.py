@@ -191,7 +191,8 @@ async def queue_page(request: web.Request) -> web.Response:
                    f'{badge(x)} {getattr(s.counts, x):,}</a>' for x in STATES)
     search = (f'<form class="search" method="get" action="{esc(_qurl(name))}">'
               '<input name="id" placeholder="find a job by id (JOB…)" size="34" '
-              f'value="{esc(found)}"><button>Find</button></form>')
+              f'value="{esc(found)}"><button>Find</button> <a href="{esc(_qurl(name))}/search">'
+              "search by state, lane, error, time…</a></form>")
     moves = _MOVE.get(where, ()) if st.may_act() and st.signed_in(request) else ()
     rows = []
     for v in views:

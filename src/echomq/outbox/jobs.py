@@ -1,0 +1,95 @@
+"""One job of the outbox as a value: its queue, payload and admission options. Pure.
+
+:class:`OutboxJob` is the seam between what an application admits and how the relay admits
+it. Today callers give raw ``(queue, payload, options)``; a typed task
+(:mod:`echomq.tasks`, being built) needs only to turn a call into an ``OutboxJob`` (its
+queue, its encoded envelope, its options) to be admitted transactionally the same way.
+
+Every field is checked when the job is made, with the queue's own checks
+(:mod:`echomq.protocol`), so a bad job is refused before the caller's INSERT, never by the
+relay after the commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from echomq import protocol as p
+from echomq.core.errors import InvalidArgument
+from echomq.core.ids import derive_id
+from echomq.core.model import QueueOptions
+from echomq.protocol.gate import check_priority
+from echomq.protocol.keyspace import check_queue
+
+__all__ = ["MAX_PAYLOAD", "OutboxJob", "job_id_of"]
+
+MAX_PAYLOAD = QueueOptions().max_payload
+"""The payload bound checked at insert: a queue's default ``max_payload`` (512 KiB). A queue
+the relay opens with a smaller bound refuses a larger row for good (its ``error`` column)."""
+
+_OPTIONS = ("lane", "delay_ms", "serial", "max_attempts", "priority", "timeout_ms")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxJob:
+    """A job to admit when the transaction that wrote it commits (the options are
+    :meth:`echomq.AsyncQueue.admit`'s, with its ranges)."""
+
+    queue: str
+    payload: bytes
+    lane: str | None = None
+    delay_ms: int = 0
+    serial: bool = False
+    max_attempts: int | None = None
+    priority: int = 0
+    timeout_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        check_queue(self.queue)
+        object.__setattr__(self, "payload", p.check_payload(self.payload, MAX_PAYLOAD))
+        p.check_lane(self.lane)
+        p.check_int("delay_ms", self.delay_ms, 0, p.MAX_DELAY_MS)
+        if not isinstance(self.serial, bool):
+            raise InvalidArgument(f"serial must be a bool, not {type(self.serial).__name__}")
+        if self.max_attempts is not None:
+            p.check_int("max_attempts", self.max_attempts, 1, p.MAX_ATTEMPTS)
+        check_priority(self.priority)
+        if self.timeout_ms is not None:
+            p.check_int("timeout_ms", self.timeout_ms, 1, p.MAX_DELAY_MS)
+
+    @property
+    def plain(self) -> bool:
+        """No option: the relay admits it on the batch path (``enqueue_batch``)."""
+        return self.options() == {}
+
+    def options(self) -> dict[str, Any]:
+        """The options that differ from the defaults (the row's ``options`` column)."""
+        out: dict[str, Any] = {}
+        for name, default in zip(_OPTIONS, (None, 0, False, None, 0, None), strict=True):
+            value = getattr(self, name)
+            if value != default:
+                out[name] = value
+        return out
+
+    def options_json(self) -> str:
+        return json.dumps(self.options(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_row(cls, queue: str, payload: bytes, options: Mapping[str, Any] | None) -> OutboxJob:
+        """The job a row holds (InvalidArgument for a row no checked insert wrote)."""
+        opts = dict(options or {})
+        unknown = set(opts) - set(_OPTIONS)
+        if unknown:
+            raise InvalidArgument(f"unknown outbox option(s) {sorted(unknown)}")
+        return cls(queue=queue, payload=bytes(payload), **opts)
+
+
+def job_id_of(namespace: str, row_id: int, created_ms: int) -> str:
+    """The job id of outbox row ``row_id``: derived from the row (its table's namespace and
+    its number), so every relay that ever admits the row admits the same id and the queue
+    refuses the second as a duplicate. Its time part is the row's insert time (ms), so the
+    ids sort with ``generate()`` ids by time and a search by admission time finds them."""
+    return derive_id("JOB", str(row_id), namespace=namespace, at_ms=max(0, created_ms))
