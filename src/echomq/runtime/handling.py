@@ -9,7 +9,8 @@ the fenced ``retry`` (the lease is given back now, not left to expire; dead at t
 limit). An ``async def`` handler is cancelled at its timeout. A plain-function handler
 runs in a thread, which Python cannot stop: its attempt is failed and handed back all the
 same, and whatever it returns later is discarded (the thread's slot stays busy until it
-returns).
+returns). In the process pool (:mod:`echomq.runtime.process_pool`) the handler's child process is
+killed and reaped at the timeout, before the failure is written.
 
 A cancellation (a lost lease, the end of the grace period) passes through untouched: it
 is not a failure, and no ``after`` or ``on_failure`` hook runs for it.
