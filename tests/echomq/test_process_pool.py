@@ -103,7 +103,7 @@ async def test_a_handler_holding_the_gil_past_its_lease_keeps_it_and_runs_once(
 @pytest.mark.slow
 async def test_a_handler_that_never_returns_is_killed_before_its_retry_starts(
         queue: AsyncQueue, tmp_path: Path) -> None:
-    """At its 300 ms timeout the child (which ignores SIGTERM) is killed and reaped, then
+    """At its 500 ms timeout the child (which ignores SIGTERM) is killed and reaped, then
     the attempt is failed: the retry's first act finds the old process gone. Dead at 2."""
     q = AsyncQueue(queue.connector, queue.name, options=QueueOptions(max_attempts=2))
     job = generate("JOB")
@@ -111,7 +111,7 @@ async def test_a_handler_that_never_returns_is_killed_before_its_retry_starts(
     failures: list[BaseException] = []
     consumer = Consumer(q, T + "forever", hooks=Hooks(on_failure=[lambda _, e, s: failures.append(e)]),
                         options=ConsumerOptions(pool="process", beat_ms=50, lease_ms=60_000,
-                                                concurrency=1, timeout_ms=300, kill_grace_s=1.0,
+                                                concurrency=1, timeout_ms=500, kill_grace_s=1.0,
                                                 backoff=FAST))
     async with running(consumer):
         await _ends(q, job, "dead")

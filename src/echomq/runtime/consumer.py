@@ -113,7 +113,8 @@ class Consumer:
         self.pool: ProcessPool | None = None  # pool="process": the children (decision 0029)
         if self.options.pool == "process":  # the parent keeps lease and beats; a child computes
             handler, self.pool = pooled(handler, size=self.options.concurrency, name=self.name,
-                                        kill_grace_s=self.options.kill_grace_s)
+                                        kill_grace_s=self.options.kill_grace_s,
+                                        timeout_ms=self.options.timeout_ms)
         self.handler: Handler = resolve_handler(handler) if isinstance(handler, str) else handler
         # An object whose __call__ is ``async def`` counts as an async handler too.
         self._is_async = inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(
@@ -134,6 +135,7 @@ class Consumer:
         self._direct = not self._is_async and not self.hooks
         self._tasks = TaskRuns(leases=self._leases, kick=self._kick, hooks=self.hooks,
                                handler=self.handler, is_async=self._is_async, options=self.options,
+                               timeouts=self.pool is None,
                                name=self.name, finish=self._finish, failed=self._finish_failed,
                                slots=self._pool)
         self._runs = DirectRuns(leases=self._leases, acks=self._acks, stats=self.stats,

@@ -44,18 +44,20 @@ def frame(header: dict[str, Any], body: bytes = b"") -> bytes:
 
 
 def decode_header(sizes: bytes) -> tuple[int, int]:
-    """The header and body lengths of a frame from its first 8 bytes (ValueError if absurd)."""
+    """The header and body lengths of a frame from its first 8 bytes (ConnectionError if absurd)."""
     head, body = _SIZES.unpack(sizes)
-    if head > MAX_HEADER:
-        raise ValueError(f"a frame header of {head} bytes")
+    if head > MAX_HEADER:  # the other end is not speaking this protocol: a broken pipe
+        raise ConnectionError(f"a frame header of {head} bytes")
     return head, body
 
 
 def resolve(path: str) -> Any:
     """Import ``package.module:function`` (dotted attributes allowed after the colon)."""
+    from echomq.errors import InvalidArgument
+
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"expected package.module:function, got {path!r}")
+        raise InvalidArgument(f"expected package.module:function, got {path!r}")
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)

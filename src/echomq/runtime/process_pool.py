@@ -34,10 +34,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from echomq.core.errors import HandlerCrashed, InvalidArgument
+from echomq.core.errors import HandlerCrashed, HandlerTimeout, InvalidArgument
 from echomq.core.model import Lease
 from echomq.core.outcomes import Ack, Backoff, Defer, Outcome
 from echomq.runtime import pool_child
+from echomq.runtime.handling import timed_out, timeout_for
 
 __all__ = ["ProcessPool", "handler_path", "pooled", "resolve_handler"]
 
@@ -108,24 +109,28 @@ class _Child:
         import json
 
         header = json.loads(head)
-        if not isinstance(header, dict):
-            raise ValueError("a frame header that is not an object")
+        if not isinstance(header, dict):  # not this protocol: as good as a broken pipe
+            raise ConnectionError("a frame header that is not an object")
         return header, body
 
 
 class ProcessPool:
     """Children running ``target`` (a ``module:function`` path); :meth:`run` one attempt."""
 
-    def __init__(self, target: str, *, size: int, kill_grace_s: float, name: str) -> None:
+    def __init__(self, target: str, *, size: int, kill_grace_s: float, name: str,
+                 timeout_ms: int | None = None) -> None:
         self.target, self.size, self.kill_grace_s, self.name = target, size, kill_grace_s, name
+        self.timeout_ms = timeout_ms  # the consumer's; a job's own (admission) wins
         self._idle: list[_Child] = []
         self.started = 0  # children started so far (a crashed or killed one is replaced)
 
     async def run(self, lease: Lease) -> Outcome:
         """Run one attempt in a child; its outcome, or HandlerCrashed if the child died.
 
-        A cancellation kills the child (SIGTERM, SIGKILL after the grace) and waits until
-        it is reaped before it goes on."""
+        The attempt's timeout (the job's own, else the pool's ``timeout_ms``) runs from the
+        moment a child holds the job, not while one starts: past it the child is killed and
+        reaped, then HandlerTimeout is raised. A cancellation kills the child the same way
+        and waits until it is reaped before it goes on."""
         child = None
         while child is None and self._idle:
             child = self._idle.pop()
@@ -137,7 +142,9 @@ class ProcessPool:
             await child.send({"queue": lease.queue, "id": lease.id, "attempt": lease.attempt,
                               "lane": lease.lane, "deadline_ms": lease.deadline_ms,
                               "timeout_ms": lease.timeout_ms}, lease.payload)
-            header, body = await child.receive()
+            header, body = await self._answer(child, lease)
+        except HandlerTimeout:
+            raise  # (a TimeoutError, so an OSError: not a crash) its child is gone already
         except (OSError, EOFError, ValueError) as exc:  # the child died (or spoke nonsense)
             code = await self._end(child) if child is not None else None
             raise HandlerCrashed(f"the handler's process {_how(code)} during job {lease.id} "
@@ -151,6 +158,20 @@ class ProcessPool:
         else:
             await self._end(child)
         return self._outcome(lease, header, body)
+
+    async def _answer(self, child: _Child, lease: Lease) -> tuple[dict[str, Any], bytes]:
+        limit = timeout_for(lease, self.timeout_ms)
+        if limit is None:
+            return await child.receive()
+        deadline = asyncio.timeout(limit / 1000)
+        try:
+            async with deadline:
+                return await child.receive()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        await _unstoppable(self._end(child))  # gone before the failure is written
+        raise timed_out(lease, limit)
 
     def _outcome(self, lease: Lease, header: dict[str, Any], body: bytes) -> Outcome:
         kind = header.get("kind")
@@ -213,10 +234,11 @@ class ProcessPool:
             await self._end(child)
 
 
-def pooled(handler: Any, *, size: int, kill_grace_s: float,
-           name: str) -> tuple[Callable[[Lease], Awaitable[Outcome]], ProcessPool]:
+def pooled(handler: Any, *, size: int, kill_grace_s: float, name: str,
+           timeout_ms: int | None) -> tuple[Callable[[Lease], Awaitable[Outcome]], ProcessPool]:
     """``handler`` as an async handler that runs each attempt in a :class:`ProcessPool`."""
-    pool = ProcessPool(handler_path(handler), size=size, kill_grace_s=kill_grace_s, name=name)
+    pool = ProcessPool(handler_path(handler), size=size, kill_grace_s=kill_grace_s, name=name,
+                       timeout_ms=timeout_ms)
     return pool.run, pool
 
 
