@@ -53,7 +53,7 @@ def decode_header(sizes: bytes) -> tuple[int, int]:
 
 def resolve(path: str) -> Any:
     """Import ``package.module:function`` (dotted attributes allowed after the colon)."""
-    from echomq.errors import InvalidArgument
+    from echomq.core.errors import InvalidArgument
 
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
