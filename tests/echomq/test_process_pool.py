@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,6 +81,9 @@ def test_a_handler_a_child_cannot_import_is_refused_before_anything_runs() -> No
         ConsumerOptions(pool="fork")
     with pytest.raises(InvalidArgument, match="module-level function"):
         WorkerSettings(handlers={"q": lambda lease: None}, pool="process")
+    with pytest.raises(InvalidArgument, match="cannot import"):
+        WorkerSettings(handlers={"q": "tests.echomq.nowhere:pid"})
+    assert WorkerSettings(handlers={"q": T + "pid"}, pool="process").pool == "process"
 
 
 async def test_a_handler_holding_the_gil_past_its_lease_keeps_it_and_runs_once(
@@ -208,3 +212,23 @@ async def test_at_stop_a_running_child_is_killed_then_its_job_handed_back(
     assert not _alive(int(child))
     assert await _state(queue, job) == "pending"  # handed back at once: no lease to wait out
     assert consumer.stats.handed_back == 1
+
+
+async def test_a_sharded_consumer_runs_its_shards_handlers_in_child_processes(conn: Any, qname: str) -> None:
+    from echomq import AsyncShardedQueue, ShardedConsumer
+
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    jobs = [generate("JOB") for _ in range(6)]
+    await q.admit_many([(j, b"", f"lane-{n}") for n, j in enumerate(jobs)])  # lanes spread them
+    consumer = ShardedConsumer(q, pool_targets.pid, options=ConsumerOptions(
+        pool="process", concurrency=3, beat_ms=50))
+    task = asyncio.create_task(consumer.run())
+    try:
+        async def all_done() -> bool:
+            return (await q.stats()).done == 6
+        await wait_for(all_done, within=30)
+    finally:
+        consumer.stop(hurry=True)
+        await asyncio.wait_for(task, 20)
+    pids = {json.loads(await q.result(j))["pid"] for j in jobs}
+    assert os.getpid() not in pids and all(not _alive(p) for p in pids)

@@ -54,7 +54,7 @@ from echomq.core.outcomes import Backoff, Defer, Outcome
 from echomq.protocol import keyspace
 from echomq.protocol.schedules import Schedule
 from echomq.runtime.consumer import Consumer, ConsumerOptions, Handler
-from echomq.runtime.process_pool import handler_path
+from echomq.runtime.process_pool import handler_path, resolve_handler
 from echomq.runtime.sharded_consumer import ShardedConsumer
 from echomq.servers.server import server_url_from_env
 from echomq.tasks.app import App
@@ -102,7 +102,9 @@ class WorkerSettings:
             raise InvalidArgument("a worker needs at least one queue and its handler")
         for queue, handler in self.handlers.items():
             keyspace.check_queue(queue)
-            if not callable(handler) and not (self.pool == "process" and isinstance(handler, str)):
+            if isinstance(handler, str):
+                resolve_handler(handler)  # a "package.module:function" path must import now
+            elif not callable(handler):
                 raise TypeError(f"the handler of queue {queue!r} is not callable")
         if self.grace_s < 0:
             raise InvalidArgument("grace_s must be >= 0")

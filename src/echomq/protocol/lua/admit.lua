@@ -61,8 +61,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then -- a duplicate, or this call's own re
   return (tok ~= '' and redis.call('HGET', KEYS[1], 'tok') == tok) and 1 or 0
 end
 if not known then redis.call('HSET', KEYS[5], 'protocol', PROTOCOL) end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
-if tok ~= '' then redis.call('HSET', KEYS[1], 'tok', tok) end
+redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', tok)
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'lane', ARGV[3], 'serial', ARGV[5])
 end
