@@ -232,3 +232,22 @@ async def test_a_sharded_consumer_runs_its_shards_handlers_in_child_processes(co
         await asyncio.wait_for(task, 20)
     pids = {json.loads(await q.result(j))["pid"] for j in jobs}
     assert os.getpid() not in pids and all(not _alive(p) for p in pids)
+
+
+async def test_a_cancel_request_kills_the_running_child_then_the_job_ends_cancelled(
+        queue: AsyncQueue, tmp_path: Path) -> None:
+    from echomq import CancelOutcome
+
+    job = generate("JOB")
+    await queue.enqueue(job, json.dumps({"dir": str(tmp_path)}).encode())
+    consumer = Consumer(queue, T + "forever", options=ConsumerOptions(
+        pool="process", beat_ms=50, lease_ms=60_000, concurrency=1, kill_grace_s=0.2))
+    async with running(consumer):
+        async def started() -> bool:
+            return bool(_runs(tmp_path))
+        await wait_for(started, within=20)
+        assert await queue.cancel([job]) == [CancelOutcome.ASKED]
+        await _ends(queue, job, "cancelled")
+        [(child, _, _)] = _runs(tmp_path)
+        assert not _alive(int(child))  # killed (it ignores SIGTERM: SIGKILL), then finished
+    assert consumer.stats.cancelled == 1
