@@ -13,6 +13,7 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -53,6 +54,15 @@ def forever(lease: Lease) -> None:
     """Never returns: a pure-Python busy loop that ignores SIGTERM (only SIGKILL stops it)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _record(lease)
+    while True:
+        pass
+
+
+def spawns_then_hangs(lease: Lease) -> None:
+    """Starts a ``sleep`` of its own (its pid in ``grandchild``), then never returns."""
+    args = _record(lease)
+    proc = subprocess.Popen(["sleep", "600"])
+    (Path(str(args["dir"])) / "grandchild").write_text(str(proc.pid))
     while True:
         pass
 

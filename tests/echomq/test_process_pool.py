@@ -25,6 +25,7 @@ from echomq.core.outcomes import BackoffPolicy
 from echomq.ops.worker import WorkerSettings
 from echomq.runtime.consumer import Consumer, ConsumerOptions
 from echomq.runtime.process_pool import handler_path
+from tests import procfs
 from tests.echomq import pool_targets
 from tests.echomq._async.support import wait_for
 from tests.echomq.test_worker import ECHOMQ, ROOT
@@ -127,6 +128,22 @@ async def test_a_handler_that_never_returns_is_killed_before_its_retry_starts(
     row = await q.job(job)
     assert row is not None and parse_failure(row["error"]).type == "HandlerTimeout"
     assert consumer.pool is not None and consumer.pool.started == 2
+
+
+@pytest.mark.slow
+async def test_what_a_killed_child_started_dies_with_it(queue: AsyncQueue, tmp_path: Path) -> None:
+    """The child leads its own process group: at the timeout the group is killed, so a
+    process the handler started does not outlive the attempt either."""
+    q = AsyncQueue(queue.connector, queue.name, options=QueueOptions(max_attempts=1))
+    job = generate("JOB")
+    await q.enqueue(job, json.dumps({"dir": str(tmp_path)}).encode())
+    consumer = Consumer(q, T + "spawns_then_hangs", options=ConsumerOptions(
+        pool="process", beat_ms=50, lease_ms=60_000, concurrency=1, timeout_ms=500,
+        kill_grace_s=0.2))
+    async with running(consumer):
+        await _ends(q, job, "dead")
+    grandchild = int((tmp_path / "grandchild").read_text())
+    assert not procfs.alive(grandchild, "sleep 600")  # gone, or a zombie left to init
 
 
 @pytest.mark.slow
