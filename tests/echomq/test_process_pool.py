@@ -268,3 +268,36 @@ async def test_a_cancel_request_kills_the_running_child_then_the_job_ends_cancel
         [(child, _, _)] = _runs(tmp_path)
         assert not _alive(int(child))  # killed (it ignores SIGTERM: SIGKILL), then finished
     assert consumer.stats.cancelled == 1
+
+
+@pytest.mark.slow
+def test_a_child_dies_with_its_worker_killed_by_sigkill(valkey_url: str, qname: str, tmp_path: Path) -> None:
+    """kill -9 of ``echomq worker --pool process``: its running child does not go on alone
+    (PR_SET_PDEATHSIG); the job comes back by reap as after any crash."""
+    import signal
+    import time
+
+    from echomq import Connector, Queue
+
+    conn = Connector.from_url(valkey_url)
+    Queue(conn, qname).enqueue(generate("JOB"), json.dumps({"dir": str(tmp_path)}).encode())
+    conn.close()
+    proc = subprocess.Popen([*ECHOMQ, "worker", T + "forever", "--queue", qname, "--url", valkey_url,
+                             "--pool", "process", "--concurrency", "1"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not _runs(tmp_path):
+            assert proc.poll() is None and time.monotonic() < deadline, "the child never ran"
+            time.sleep(0.02)
+        [(child, _, _)] = _runs(tmp_path)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while procfs.alive(int(child)):
+            assert time.monotonic() < deadline, "the child outlived its worker"
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
