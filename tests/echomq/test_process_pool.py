@@ -1,4 +1,4 @@
-"""The process pool (``pool="process"``, decision 0031): the parent keeps the lease and its
+"""The process pool (``pool="process"``, decision 0033): the parent keeps the lease and its
 heartbeats, a child computes; a timeout kills the child before the attempt is handed back,
 a child that dies is a failed attempt, and ``echomq worker --pool process`` serves with it.
 The handlers are ``tests.echomq.pool_targets``; each appends ``pid attempt others`` per
@@ -127,7 +127,7 @@ async def test_a_handler_that_never_returns_is_killed_before_its_retry_starts(
     assert [type(e) for e in failures] == [HandlerTimeout, HandlerTimeout]
     row = await q.job(job)
     assert row is not None and parse_failure(row["error"]).type == "HandlerTimeout"
-    assert consumer.pool is not None and consumer.pool.started == 2
+    assert consumer.processes is not None and consumer.processes.started == 2
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ async def test_a_handler_that_kills_itself_fails_its_attempt_and_the_worker_serv
     assert [type(e) for e in failures] == [HandlerCrashed]
     assert re.search("killed by SIGKILL" if how == "SIGKILL" else "killed by SIGSEGV"
                      if how == "SIGSEGV" else "exited with status 3", str(failures[0]))
-    assert consumer.pool is not None and consumer.pool.started == 2  # the dead child replaced
+    assert consumer.processes is not None and consumer.processes.started == 2  # the dead child replaced
     assert consumer.stats.completed == 2 and consumer.stats.retried == 1
 
 

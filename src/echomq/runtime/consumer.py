@@ -110,9 +110,9 @@ class Consumer:
         self.hooks = hooks or Hooks()
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
-        self.pool: ProcessPool | None = None  # pool="process": the children (decision 0031)
+        self.processes: ProcessPool | None = None  # pool="process": the children (decision 0033)
         if self.options.pool == "process":  # the parent keeps lease and beats; a child computes
-            handler, self.pool = pooled(handler, size=self.options.concurrency, name=self.name,
+            handler, self.processes = pooled(handler, size=self.options.concurrency, name=self.name,
                                         kill_grace_s=self.options.kill_grace_s,
                                         timeout_ms=self.options.timeout_ms)
         self.handler: Handler = resolve_handler(handler) if isinstance(handler, str) else handler
@@ -135,7 +135,7 @@ class Consumer:
         self._direct = not self._is_async and not self.hooks
         self._tasks = TaskRuns(leases=self._leases, kick=self._kick, hooks=self.hooks,
                                handler=self.handler, is_async=self._is_async, options=self.options,
-                               timeouts=self.pool is None,
+                               timeouts=self.processes is None,
                                name=self.name, finish=self._finish, failed=self._finish_failed,
                                slots=self._pool)
         self._runs = DirectRuns(leases=self._leases, acks=self._acks, stats=self.stats,
@@ -182,8 +182,8 @@ class Consumer:
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await cancel_and_wait(aux)
             await cancel_and_wait(self._leases.tasks() + self._runs.tasks())
-            if self.pool is not None:
-                await self.pool.aclose()
+            if self.processes is not None:
+                await self.processes.aclose()
         if self._fatal is not None:
             raise self._fatal
 
