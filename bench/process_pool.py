@@ -1,4 +1,4 @@
-"""What the process pool costs (decision 0033): a child's start, and one attempt on a warm child.
+"""What the process pool costs (decision 0035): a child's start, and one attempt on a warm child.
 
     .venv/bin/python bench/process_pool.py [--starts 10] [--attempts 200]
 

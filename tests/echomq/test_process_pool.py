@@ -1,4 +1,4 @@
-"""The process pool (``pool="process"``, decision 0033): the parent keeps the lease and its
+"""The process pool (``pool="process"``, decision 0035): the parent keeps the lease and its
 heartbeats, a child computes; a timeout kills the child before the attempt is handed back,
 a child that dies is a failed attempt, and ``echomq worker --pool process`` serves with it.
 The handlers are ``tests.echomq.pool_targets``; each appends ``pid attempt others`` per

@@ -90,7 +90,7 @@ class WorkerSettings:
     allow_eviction: bool = False  # run even if the server's maxmemory-policy could evict jobs
     timeout_ms: int | None = None  # a handler running longer fails its attempt (HandlerTimeout)
     # "process": each blocking handler's attempt runs in a child process, killed at its
-    # timeout (echomq.runtime.process_pool, decision 0033); "thread": in a worker thread.
+    # timeout (echomq.runtime.process_pool, decision 0035); "thread": in a worker thread.
     pool: str = "thread"
     hooks: Hooks | None = None  # before/after/on_failure/finished, after the worker's own
     # Periodic jobs this worker also admits (echomq.protocol.schedules): each tick once, however

@@ -110,7 +110,7 @@ class Consumer:
         self.hooks = hooks or Hooks()
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
-        self.processes: ProcessPool | None = None  # pool="process": the children (decision 0033)
+        self.processes: ProcessPool | None = None  # pool="process": the children (decision 0035)
         if self.options.pool == "process":  # the parent keeps lease and beats; a child computes
             handler, self.processes = pooled(handler, size=self.options.concurrency, name=self.name,
                                         kill_grace_s=self.options.kill_grace_s,

@@ -51,7 +51,7 @@ class ConsumerOptions:
     handoff: bool = True
     # Where a blocking handler runs: "thread" (a worker thread per slot) or "process" (a
     # child process per slot that only computes, killed at its timeout before the attempt
-    # is handed back: echomq.runtime.process_pool, decision 0033); then the handler must be a
+    # is handed back: echomq.runtime.process_pool, decision 0035); then the handler must be a
     # module-level function or its "package.module:function" path.
     pool: str = "thread"
     # In the process pool: SIGTERM to a child whose attempt ends early, SIGKILL this long after.

@@ -1,6 +1,6 @@
 """A process-pool handler's child: ``python -m echomq.runtime.pool_child package.module:function``.
 
-The child only computes (docs/decisions/0033-process-pool.md). Its parent
+The child only computes (docs/decisions/0035-process-pool.md). Its parent
 (:mod:`echomq.runtime.process_pool`) holds the lease, beats it and writes the outcome; the child
 imports the handler by its path, then answers one job at a time over its stdin/stdout
 pipes. Nothing is pickled: every frame is a small JSON header plus raw bytes::

@@ -1,7 +1,7 @@
 """Blocking handlers in processes of their own: ``ConsumerOptions(pool="process")``.
 
 After BullMQ's sandboxed processors and Celery's prefork pool
-(docs/decisions/0033-process-pool.md): the consumer (the parent) keeps the lease, its
+(docs/decisions/0035-process-pool.md): the consumer (the parent) keeps the lease, its
 heartbeats and the fenced finish; a child process (:mod:`echomq.runtime.pool_child`) only
 computes, so a handler that holds the GIL, or never returns, can neither starve the
 heartbeats nor outlive its attempt.
