@@ -15,7 +15,10 @@ def jid() -> str:
 
 
 def _row(raw: redis.Redis, queue: AsyncQueue, job_id: str) -> dict[bytes, bytes]:
-    return raw.hgetall(queue.job_key(job_id))  # type: ignore[return-value]
+    # Without the admitting call's token ('tok', 16 characters: docs/protocol.md).
+    row: dict[bytes, bytes] = raw.hgetall(queue.job_key(job_id))  # type: ignore[assignment]
+    assert len(row.pop(b"tok", b"0123456789abcdef")) == 16
+    return row
 
 
 async def test_enqueue_writes_what_admit_without_options_writes(queue: AsyncQueue,

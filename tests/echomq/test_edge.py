@@ -154,11 +154,11 @@ def _conn_cases(kind: str) -> dict[str, Case]:
          "emq:{d}:active", "emq:{d}:rate"]
     cases: dict[str, Case] = {
         "command": lambda c, x: c.command("PING"),
-        "eval": lambda c, x: c.eval(enq, k, ["JOB01", b"x"]),
-        "run": lambda c, x: c.run(Call(enq, k, ["JOB01", b"x"])),
-        "pipeline": lambda c, x: c.pipeline([Call(enq, k, ["JOB01", b"x"])]),
-        "flush": lambda c, x: c.flush([Call(enq, k, ["JOB01", b"x"])], [("ZCARD", k[1])]),
-        "pipeline_wait": lambda c, x: c.pipeline_wait([Call(enq, k, ["JOB01", b"x"])], replicas=1,
+        "eval": lambda c, x: c.eval(enq, k, ["JOB01", b"x", ""]),
+        "run": lambda c, x: c.run(Call(enq, k, ["JOB01", b"x", ""])),
+        "pipeline": lambda c, x: c.pipeline([Call(enq, k, ["JOB01", b"x", ""])]),
+        "flush": lambda c, x: c.flush([Call(enq, k, ["JOB01", b"x", ""])], [("ZCARD", k[1])]),
+        "pipeline_wait": lambda c, x: c.pipeline_wait([Call(enq, k, ["JOB01", b"x", ""])], replicas=1,
                                                       timeout_ms=10),
         "load": lambda c, x: c.load(enq),
         "server_time_ms": lambda c, x: c.server_time_ms(),

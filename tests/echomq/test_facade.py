@@ -34,7 +34,7 @@ EXPORTED = [
     "AsyncShardedQueue", "ShardedQueue", "ShardedConsumer", "ShardCountMismatch", "QueueNotDrained",
     "reshard", "reshard_async",
     # handler timeouts and hooks (docs/features.md)
-    "HandlerTimeout", "Hooks",
+    "HandlerCrashed", "HandlerTimeout", "Hooks",
     # results, progress and cancellation (decision 0023)
     "CancelOutcome", "CancelToken", "ProgressOutcome", "JobCancelled", "JobFailed", "JobNotFound",
     "ResultTimeout",

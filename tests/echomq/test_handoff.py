@@ -66,7 +66,10 @@ async def handoff_message(sub: Any, queue: AsyncQueue, token: str) -> Lease:
 
 
 def row(raw: redis.Redis, queue: AsyncQueue, job: str) -> dict[bytes, bytes]:
-    return raw.hgetall(queue.job_key(job))  # type: ignore[return-value]
+    # Without the admitting call's token ('tok', 16 characters: docs/protocol.md).
+    row: dict[bytes, bytes] = raw.hgetall(queue.job_key(job))  # type: ignore[assignment]
+    assert len(row.pop(b"tok", b"0123456789abcdef")) == 16
+    return row
 
 
 async def test_park_is_refused_while_pending_has_work(queue: AsyncQueue, raw: redis.Redis) -> None:

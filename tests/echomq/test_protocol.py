@@ -74,16 +74,17 @@ def test_builders_put_every_argument_where_the_header_names_it() -> None:
     k = p.QueueKeys.of("orders")
     job = generate("JOB")
     lease = Lease(queue="orders", id=job, attempt=3, payload=b"", lane=None, deadline_ms=0)
-    call = p.retry(k, lease, delay_ms=5, max_attempts=7, error="boom", mode="fail")
+    call = p.retry(k, lease, delay_ms=5, max_attempts=7, error="boom", mode="fail", token="t1")
     assert call.named() == {
         "active": k.active, "job": k.job(job), "delayed": k.delayed, "dead": k.dead,
         "inflight": k.inflight, "pending": k.pending, "lanes": k.lanes, "meta": k.meta,
         "wake": k.wake, "done": k.done, "finished": k.finished, "id": job, "attempt": 3,
-        "delay_ms": 5, "max_attempts": 7, "error": "boom", "mode": "fail"}
+        "delay_ms": 5, "max_attempts": 7, "error": "boom", "mode": "fail", "token": "t1"}
     claim = p.claim(k, [job.encode()], count=1, lease_ms=100)
     assert claim.named()["jobs"] == [k.job(job)] and claim.named()["ids"] == [job.encode()]
     batch = p.complete_batch(k, [(lease, b"r")], keep_ms=0)
     assert batch.named()["attempts"] == [job, 3, b"r"] and batch.named()["meta"] == k.meta
+    assert len(str(batch.named()["token"])) == 16  # a fresh call token (docs/protocol.md)
 
 
 # Two scripts run only on a retired shard of an online reshard (decision 0032): unload_row

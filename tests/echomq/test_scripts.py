@@ -28,7 +28,8 @@ def test_every_script_has_a_contract_and_the_shebang() -> None:
 
 def test_enqueue_contract_is_the_seeds() -> None:
     s = load("enqueue")
-    assert s.keys[:2] == ("job", "pending") and s.argv == ("id", "payload")
+    # The seed's two arguments, then the call token (docs/protocol.md, "Call tokens").
+    assert s.keys[:2] == ("job", "pending") and s.argv == ("id", "payload", "token")
     assert "EMQKIND" in s.source and "'state', 'pending', 'attempts', '0', 'payload'" in s.source
 
 

@@ -193,7 +193,7 @@ def test_enqueuer_bytes_are_the_generic_encoding_of_enqueue(name: str, payload: 
     k = p.QueueKeys.of(name)
     job_id = ids.generate("JOB")
     call = p.Enqueuer(k)(job_id, payload)
-    plain = p.enqueue(k, job_id, payload)
+    plain = p.enqueue(k, job_id, payload, token=str(call.args[2]))
     assert (call.script, list(call.keys), list(call.args)) == (plain.script, plain.keys, plain.args)
     assert call.wire == pack_evalsha(plain.script.sha, plain.keys, plain.args)
     assert plain.wire is None
@@ -234,7 +234,7 @@ def test_batch_enqueuer_bytes_are_the_generic_encoding_of_enqueue_batch(
     job_ids = ids.generate_many("JOB", len(payloads))
     assert p.BatchEnqueuer.valid_ids(job_ids)
     call = p.BatchEnqueuer(k).build(job_ids, payloads)
-    plain = p.enqueue_batch(k, job_ids, payloads)
+    plain = p.enqueue_batch(k, job_ids, payloads, token=str(call.args[0]))
     assert (call.script, list(call.keys), list(call.args)) == (plain.script, plain.keys, plain.args)
     assert call.keys[0] == k.pending and call.keys[6:] == [k.job(i) for i in job_ids]
     assert len(call.keys) == 6 + len(job_ids)

@@ -23,6 +23,7 @@ replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES
     ├── NotDurable              an admission fewer replicas acknowledged than the queue asks
     ├── QueueNotDrained         a reshard asked of a queue whose shards still hold jobs
     ├── HandlerTimeout          (TimeoutError) a handler ran past its timeout: a failed attempt
+    ├── HandlerCrashed          a process-pool handler's process died mid-attempt: a failed attempt
     ├── JobNotFound             (LookupError) no row for the id: never admitted, or gone
     ├── ResultTimeout           (TimeoutError) the job did not end within the wait
     ├── JobFailed               the job is dead: its result is its last error (``.error``)
@@ -40,6 +41,7 @@ __all__ = [
     "BackPressure",
     "ConfigurationError",
     "EchoMQError",
+    "HandlerCrashed",
     "HandlerTimeout",
     "InvalidArgument",
     "InvalidJobId",
@@ -160,6 +162,13 @@ class HandlerTimeout(EchoMQError, TimeoutError):
     """A handler ran past its timeout (``ConsumerOptions.timeout_ms``). Never raised to a
     caller: the consumer records it as the attempt's failure (the row's error names it)
     and gives the lease back at once through the fenced ``retry``."""
+
+
+class HandlerCrashed(EchoMQError):
+    """A process-pool handler's process died during its attempt (a signal such as SIGSEGV
+    or SIGKILL, the OOM killer, ``os._exit``). Never raised to a caller: the consumer
+    records it as the attempt's failure (the row's error names the signal or exit status)
+    and serves on with a fresh process (:mod:`echomq.runtime.process_pool`)."""
 
 
 class JobNotFound(EchoMQError, LookupError):

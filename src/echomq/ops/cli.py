@@ -240,10 +240,16 @@ def info(queues: tuple[str, ...], url: str | None, as_json: bool) -> None:
               help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any free port)")
 @click.option("--allow-eviction", is_flag=True, default=None,
               help="run even if the server's maxmemory-policy could evict jobs (warns)")
+@click.option("--pool", type=click.Choice(["thread", "process"]), default=None,
+              help="where a blocking handler runs: a thread, or a child process that a timeout "
+                   "kills [thread]")
+@click.option("--timeout-ms", type=click.IntRange(1, None), default=None,
+              help="a handler running longer fails its attempt [no limit]")
 @click.option("-v", "--verbose", is_flag=True, help="log at INFO")
 def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst: bool | None,
            url: str | None, grace_s: float | None, lease_ms: int | None, metrics_port: int | None,
-           allow_eviction: bool | None, verbose: bool) -> None:
+           allow_eviction: bool | None, pool: str | None, timeout_ms: int | None,
+           verbose: bool) -> None:
     """Run TARGET (package.module:handler with --queue, package.module:WorkerSettings, or
     package.module:app, a typed-task App: every queue of its tasks, or the --queue ones).
 
@@ -260,7 +266,7 @@ def worker(target: str, queues: tuple[str, ...], concurrency: int | None, burst:
     settings = settings_for(load_target(target), queues=[keyspace.check_queue(q) for q in queues],
                             concurrency=concurrency, burst=burst, url=url or server_url_from_env(),
                             grace_s=grace_s, lease_ms=lease_ms, metrics_port=metrics_port,
-                            allow_eviction=allow_eviction)
+                            allow_eviction=allow_eviction, pool=pool, timeout_ms=timeout_ms)
     if settings.url is None:
         raise click.UsageError("give --url or set ECHOMQ_URL")
     short_connector(settings.url)  # a malformed URL is refused before anything starts

@@ -54,6 +54,7 @@ from echomq.core.outcomes import Backoff, Defer, Outcome
 from echomq.protocol import keyspace
 from echomq.protocol.schedules import Schedule
 from echomq.runtime.consumer import Consumer, ConsumerOptions, Handler
+from echomq.runtime.process_pool import handler_path, resolve_handler
 from echomq.runtime.sharded_consumer import ShardedConsumer
 from echomq.servers.server import server_url_from_env
 from echomq.tasks.app import App
@@ -70,7 +71,7 @@ _NO_CONNECTOR: Any = None  # a scheduler built only to check its schedules
 class WorkerSettings:
     """Everything one worker process runs. ``handlers`` maps queue name to handler."""
 
-    handlers: Mapping[str, Handler]
+    handlers: Mapping[str, Handler | str]  # a str: a "package.module:function" path
     url: str | None = None  # None: ECHOMQ_URL
     concurrency: int = 32  # per queue
     burst: bool = False
@@ -88,6 +89,9 @@ class WorkerSettings:
     on_shutdown: Hook | None = None
     allow_eviction: bool = False  # run even if the server's maxmemory-policy could evict jobs
     timeout_ms: int | None = None  # a handler running longer fails its attempt (HandlerTimeout)
+    # "process": each blocking handler's attempt runs in a child process, killed at its
+    # timeout (echomq.runtime.process_pool, decision 0035); "thread": in a worker thread.
+    pool: str = "thread"
     hooks: Hooks | None = None  # before/after/on_failure/finished, after the worker's own
     # Periodic jobs this worker also admits (echomq.protocol.schedules): each tick once, however
     # many workers run the same schedules.
@@ -98,20 +102,26 @@ class WorkerSettings:
             raise InvalidArgument("a worker needs at least one queue and its handler")
         for queue, handler in self.handlers.items():
             keyspace.check_queue(queue)
-            if not callable(handler):
+            if isinstance(handler, str):
+                resolve_handler(handler)  # a "package.module:function" path must import now
+            elif not callable(handler):
                 raise TypeError(f"the handler of queue {queue!r} is not callable")
         if self.grace_s < 0:
             raise InvalidArgument("grace_s must be >= 0")
         if self.schedules:
             AsyncScheduler(_NO_CONNECTOR, self.schedules)  # refuses bad schedules now (no I/O)
         self.consumer_options()  # refuses bad numbers now, not at the first claim
+        if self.pool == "process":  # a handler a child cannot import is refused now
+            for handler in self.handlers.values():
+                handler_path(handler)
         if self.hooks is not None and not isinstance(self.hooks, Hooks):
             raise TypeError(f"hooks must be echomq.Hooks, not {type(self.hooks).__name__}")
 
     def consumer_options(self) -> ConsumerOptions:
         return ConsumerOptions(beat_ms=self.beat_ms, lease_ms=self.lease_ms,
                                concurrency=self.concurrency, grace_s=self.grace_s,
-                               allow_eviction=self.allow_eviction, timeout_ms=self.timeout_ms)
+                               allow_eviction=self.allow_eviction, timeout_ms=self.timeout_ms,
+                               pool=self.pool)
 
     @classmethod
     def from_object(cls, obj: Any) -> WorkerSettings:

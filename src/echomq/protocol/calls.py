@@ -8,6 +8,8 @@ only build them (here) and decode replies (:mod:`echomq.protocol.decoders`).
 
 from __future__ import annotations
 
+import os
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,7 @@ __all__ = [
     "Call",
     "admit",
     "browse",
+    "call_token",
     "cancel",
     "claim",
     "complete",
@@ -96,40 +99,60 @@ def layout(name: str, keys: Sequence[str], argv: Sequence[str]) -> Script:
     return script
 
 
+# Call tokens (docs/protocol.md, "Call tokens"): 64 random bits per admission or finish,
+# from a generator of our own (never the process-wide ``random``), seeded afresh from the
+# OS in a forked child so that parent and child never draw the same tokens.
+_tokens = random.Random()
+os.register_at_fork(after_in_child=_tokens.seed)
+TOKEN_BYTES = 32
+"""The longest call token a script accepts (EMQARG past it); ours are 16 characters."""
+
+
+def call_token() -> str:
+    """A fresh call token: an admission or finish carries one in ARGV, and a resend of the
+    same call (the connector's, after a lost reply) carries the same, so the script answers
+    what the first send earned (ENQUEUED, not DUPLICATE; COMPLETED, not STALE)."""
+    return _tokens.getrandbits(64).to_bytes(8, "big").hex()  # the cheapest of the ways tried
+
+
 _ENQUEUE = layout("enqueue", ("job", "pending", "wake", "meta", "parked", "active", "rate"),
-                  ("id", "payload"))
+                  ("id", "payload", "token"))
 
 
-def enqueue(k: QueueKeys, job_id: str, payload: bytes) -> Call:
+def enqueue(k: QueueKeys, job_id: str, payload: bytes, *, token: str | None = None) -> Call:
+    """``token``: the call's token (a fresh :func:`call_token` when None), as in every
+    admission and finish builder below."""
     return Call(_ENQUEUE, [k.job(job_id), k.pending, k.wake, k.meta, k.parked, k.active, k.rate],
-                [job_id, payload])
+                [job_id, payload, token or call_token()])
 
 
 _ENQUEUE_BATCH = layout("enqueue_batch", ("pending", "wake", "meta", "parked", "active", "rate",
-                                         "jobs"), ("payloads",))
+                                         "jobs"), ("token", "payloads"))
 
 
-def enqueue_batch(k: QueueKeys, ids: Sequence[str], payloads: Sequence[bytes]) -> Call:
+def enqueue_batch(k: QueueKeys, ids: Sequence[str], payloads: Sequence[bytes], *,
+                  token: str | None = None) -> Call:
     """The ``enqueue_batch`` call of ``ids`` and their ``payloads`` (one each, in order);
     each id travels as its job key's tail."""
     if len(ids) != len(payloads) or not ids:
         raise InvalidArgument(f"{len(ids)} ids and {len(payloads)} payloads: one payload per id, "
                               "at least one")
     return Call(_ENQUEUE_BATCH, [k.pending, k.wake, k.meta, k.parked, k.active, k.rate,
-                                 *map(k.job, ids)], [*payloads])
+                                 *map(k.job, ids)], [token or call_token(), *payloads])
 
 
 _ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),
                  ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
-                  "timeout_ms"))
+                  "timeout_ms", "token"))
 
 
 def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int, serial: bool,
-          max_attempts: int | None, priority: int = 0, timeout_ms: int | None = None) -> Call:
+          max_attempts: int | None, priority: int = 0, timeout_ms: int | None = None,
+          token: str | None = None) -> Call:
     return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake],
                 [job_id, payload, lane, delay_ms, "1" if serial else "0",
                  "" if max_attempts is None else max_attempts, priority,
-                 "" if timeout_ms is None else timeout_ms])
+                 "" if timeout_ms is None else timeout_ms, token or call_token()])
 
 
 _FENCE = layout("fence", ("meta",), ("version",))
@@ -183,21 +206,23 @@ def progress(k: QueueKeys, lease: Lease, report: bytes) -> Call:
 
 
 _COMPLETE = layout("complete", ("active", "job", "done", "inflight", "meta", "finished"),
-                    ("id", "attempt", "keep_ms", "result"))
+                    ("id", "attempt", "keep_ms", "result", "token"))
 
 
-def complete(k: QueueKeys, lease: Lease, *, keep_ms: int, result: bytes) -> Call:
+def complete(k: QueueKeys, lease: Lease, *, keep_ms: int, result: bytes,
+             token: str | None = None) -> Call:
     return Call(_COMPLETE, [k.active, k.job(lease.id), k.done, k.inflight, k.meta, k.finished],
-                [lease.id, lease.attempt, keep_ms, result])
+                [lease.id, lease.attempt, keep_ms, result, token or call_token()])
 
 
 _COMPLETE_BATCH = layout("complete_batch", ("active", "done", "inflight", "meta", "finished", "jobs"),
-                          ("keep_ms", "attempts"))
+                          ("keep_ms", "token", "attempts"))
 
 
-def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, keep_ms: int) -> Call:
+def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, keep_ms: int,
+                   token: str | None = None) -> Call:
     keys = [k.active, k.done, k.inflight, k.meta, k.finished]
-    args: list[str | bytes | int] = [keep_ms]
+    args: list[str | bytes | int] = [keep_ms, token or call_token()]
     for lease, result in finished:
         keys.append(k.job(lease.id))
         args += (lease.id, lease.attempt, result)
@@ -206,14 +231,14 @@ def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, kee
 
 _RETRY = layout("retry", ("active", "job", "delayed", "dead", "inflight", "pending", "lanes",
                            "meta", "wake", "done", "finished"),
-                 ("id", "attempt", "delay_ms", "max_attempts", "error", "mode"))
+                 ("id", "attempt", "delay_ms", "max_attempts", "error", "mode", "token"))
 
 
 def retry(k: QueueKeys, lease: Lease, *, delay_ms: int, max_attempts: int, error: str,
-          mode: str) -> Call:
+          mode: str, token: str | None = None) -> Call:
     return Call(_RETRY, [k.active, k.job(lease.id), k.delayed, k.dead, k.inflight, k.pending,
                          k.lanes, k.meta, k.wake, k.done, k.finished],
-                [lease.id, lease.attempt, delay_ms, max_attempts, error, mode])
+                [lease.id, lease.attempt, delay_ms, max_attempts, error, mode, token or call_token()])
 
 
 _PROMOTE = layout("promote", ("delayed", "pending", "lanes", "meta", "wake", "inflight", "jobs"),

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from echomq.core.ids import _ID, ALPHABET, KIND_LENGTH, TAIL_LENGTH
-from echomq.protocol.calls import _ENQUEUE, _ENQUEUE_BATCH, Call
+from echomq.protocol.calls import _ENQUEUE, _ENQUEUE_BATCH, Call, call_token
 from echomq.protocol.keyspace import QueueKeys
 
 __all__ = ["BATCH", "ID_LENGTH", "BatchEnqueuer", "Enqueuer", "batch_size"]
@@ -62,7 +62,7 @@ class Enqueuer:
         self._prefix = k.job_prefix
         self._keys = (k.pending, k.wake, k.meta, k.parked, k.active, k.rate)
         prefix = k.job_prefix.encode()
-        nargs = 3 + 1 + len(self._keys) + 2  # EVALSHA sha numkeys, job, the other keys, id payload
+        nargs = 3 + 1 + len(self._keys) + 3  # EVALSHA sha numkeys, job, the other keys, id payload token
         self._head = b"*%d\r\n$7\r\nEVALSHA\r\n%b%b$%d\r\n%b" % (
             nargs, _bulk(_ENQUEUE.sha), _bulk(str(1 + len(self._keys))),
             len(prefix) + ID_LENGTH, prefix)
@@ -77,9 +77,11 @@ class Enqueuer:
         """The call for an id :meth:`valid_id` accepts and a checked bytes payload."""
         key = self._prefix + job_id
         raw = job_id.encode()
-        wire = b"".join((self._head, raw, self._mid, raw, b"\r\n$%d\r\n" % len(payload), payload, b"\r\n"))
+        token = call_token()
+        wire = b"".join((self._head, raw, self._mid, raw, b"\r\n$%d\r\n" % len(payload), payload,
+                         b"\r\n$%d\r\n%b\r\n" % (len(token), token.encode())))
         # Tuples, not lists: the collector stops tracking a tuple of strings.
-        return Call(_ENQUEUE, (key, *self._keys), (job_id, payload), wire)
+        return Call(_ENQUEUE, (key, *self._keys), (job_id, payload, token), wire)
 
 
 class _BatchKeys(Sequence[str]):
@@ -138,11 +140,11 @@ class BatchEnqueuer:
         """The call for ``ids`` (at least one, as :meth:`valid_ids` accepts) and their
         payloads. Its request is encoded when the wire sends it (``Call.encode``), so a
         batch's later calls are encoded while the server runs its earlier flushes."""
-        payloads = tuple(payloads)
-        return Call(_ENQUEUE_BATCH, _BatchKeys(self._fixed, self._prefix, ids), payloads,
-                    encode=functools.partial(self._request, ids, payloads))
+        payloads, token = tuple(payloads), call_token()
+        return Call(_ENQUEUE_BATCH, _BatchKeys(self._fixed, self._prefix, ids), (token, *payloads),
+                    encode=functools.partial(self._request, ids, payloads, token))
 
-    def _request(self, ids: Sequence[str], payloads: Sequence[bytes]) -> bytes:
+    def _request(self, ids: Sequence[str], payloads: Sequence[bytes], token: str) -> bytes:
         n = len(ids)
         keys = f"{self._key_head}{self._key_sep.join(ids)}\r\n"
         sizes = set(map(len, payloads))
@@ -151,5 +153,5 @@ class BatchEnqueuer:
             data = b"".join((head, (b"\r\n" + head).join(payloads), b"\r\n"))
         else:
             data = b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in payloads])
-        return b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n%b%b" % (9 + 2 * n, self._SHA, _bulk(str(6 + n))),
-                         self._fixed_wire, keys.encode(), data))
+        return b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n%b%b" % (10 + 2 * n, self._SHA, _bulk(str(6 + n))),
+                         self._fixed_wire, keys.encode(), _bulk(token), data))

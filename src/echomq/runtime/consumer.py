@@ -12,7 +12,9 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 ``reap`` makes the job visible again. Handlers must be idempotent.
 
 * A handler is an ``async def`` (run on the loop) or a plain function (run in a
-  worker thread, so a blocking handler never starves the heartbeats). At most
+  worker thread, so a handler that blocks on I/O never starves the heartbeats; one that
+  holds the GIL, or must be stoppable at its timeout, runs in a child process with
+  ``pool="process"``: :mod:`echomq.runtime.process_pool`). At most
   ``concurrency`` handlers run at once; with a deep backlog the consumer leases up to
   ``concurrency`` more ahead of them, so each flush claims a full batch
   (docs/decisions/0025-direct-runs.md). A plain function without hooks runs without a
@@ -86,6 +88,7 @@ from echomq.runtime.finishing import hand_back, record_outcome
 from echomq.runtime.handling import timeout_for
 from echomq.runtime.lease_table import LeaseTable, cancel_and_wait
 from echomq.runtime.parking import Parking
+from echomq.runtime.process_pool import ProcessPool, pooled, resolve_handler
 from echomq.runtime.slot_pool import SlotPool
 from echomq.runtime.task_runs import TaskRuns
 from echomq.runtime.upkeep_duty import UpkeepDuty
@@ -98,19 +101,24 @@ log = logging.getLogger("echomq.runtime.consumer")
 class Consumer:
     """Drain ``queue`` with ``handler``; run with ``await consumer.run()``."""
 
-    def __init__(self, queue: AsyncQueue, handler: Handler, *,
+    def __init__(self, queue: AsyncQueue, handler: Handler | str, *,
                  options: ConsumerOptions | None = None, name: str | None = None,
                  hooks: Hooks | None = None, pool: SlotPool | None = None) -> None:
         self.queue = queue
         if hooks is not None and not isinstance(hooks, Hooks):
             raise InvalidArgument(f"hooks must be echomq.Hooks, not {type(hooks).__name__}")
         self.hooks = hooks or Hooks()
-        self.handler = handler
-        # An object whose __call__ is ``async def`` counts as an async handler too.
-        self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-            type(handler).__dict__.get("__call__"))
         self.options = options or ConsumerOptions()
         self.name = name or f"{queue.name}@{os.getpid()}"
+        self.processes: ProcessPool | None = None  # pool="process": the children (decision 0035)
+        if self.options.pool == "process":  # the parent keeps lease and beats; a child computes
+            handler, self.processes = pooled(handler, size=self.options.concurrency, name=self.name,
+                                        kill_grace_s=self.options.kill_grace_s,
+                                        timeout_ms=self.options.timeout_ms)
+        self.handler: Handler = resolve_handler(handler) if isinstance(handler, str) else handler
+        # An object whose __call__ is ``async def`` counts as an async handler too.
+        self._is_async = inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(
+            type(self.handler).__dict__.get("__call__"))
         self.stats = ConsumerStats()
         # One pool of concurrency: the consumer's own, or one shared by the consumers of a
         # sharded queue's shards (echomq.runtime.slot_pool; its size is ``concurrency``).
@@ -126,7 +134,8 @@ class Consumer:
         # with a handler timeout keep theirs): docs/decisions/0025-direct-runs.md.
         self._direct = not self._is_async and not self.hooks
         self._tasks = TaskRuns(leases=self._leases, kick=self._kick, hooks=self.hooks,
-                               handler=handler, is_async=self._is_async, options=self.options,
+                               handler=self.handler, is_async=self._is_async, options=self.options,
+                               timeouts=self.processes is None,
                                name=self.name, finish=self._finish, failed=self._finish_failed,
                                slots=self._pool)
         self._runs = DirectRuns(leases=self._leases, acks=self._acks, stats=self.stats,
@@ -173,6 +182,8 @@ class Consumer:
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
             await cancel_and_wait(aux)
             await cancel_and_wait(self._leases.tasks() + self._runs.tasks())
+            if self.processes is not None:
+                await self.processes.aclose()
         if self._fatal is not None:
             raise self._fatal
 

@@ -41,7 +41,7 @@ def add_stats(total: ConsumerStats, more: ConsumerStats) -> None:
 class ConsumerChild:
     """A consumer of ``queue`` with ``handler`` that a supervisor may restart any number of times."""
 
-    def __init__(self, queue: AsyncQueue | AsyncShardedQueue, handler: Handler,
+    def __init__(self, queue: AsyncQueue | AsyncShardedQueue, handler: Handler | str,
                  options: ConsumerOptions | None = None, *, name: str | None = None,
                  hooks: Hooks | None = None) -> None:
         self.queue = queue

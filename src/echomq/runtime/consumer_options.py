@@ -17,7 +17,8 @@ from echomq.core.outcomes import BackoffPolicy, Outcome
 __all__ = ["ConsumerOptions", "ConsumerStats", "Handler"]
 
 Handler = Callable[[Lease], Awaitable[Outcome] | Outcome]
-"""An ``async def`` handler runs on the event loop; a plain function runs in a thread."""
+"""An ``async def`` handler runs on the event loop; a plain function runs in a thread (or,
+with ``pool="process"``, in a child process, named by its ``package.module:function`` path)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +49,13 @@ class ConsumerOptions:
     timeout_ms: int | None = None
     # Park when idle so admission hands the next job over in its own step (decision 0018).
     handoff: bool = True
+    # Where a blocking handler runs: "thread" (a worker thread per slot) or "process" (a
+    # child process per slot that only computes, killed at its timeout before the attempt
+    # is handed back: echomq.runtime.process_pool, decision 0035); then the handler must be a
+    # module-level function or its "package.module:function" path.
+    pool: str = "thread"
+    # In the process pool: SIGTERM to a child whose attempt ends early, SIGKILL this long after.
+    kill_grace_s: float = 1.0
 
     def __post_init__(self) -> None:
         check_int("beat_ms", self.beat_ms, 1, MAX_BEAT_MS)
@@ -60,6 +68,10 @@ class ConsumerOptions:
             raise InvalidArgument("lease_ms must be at least three beats")
         if not isinstance(self.grace_s, int | float) or not 0 <= self.grace_s <= 86_400:
             raise InvalidArgument("grace_s must be a number of seconds in 0..86400")
+        if self.pool not in ("thread", "process"):
+            raise InvalidArgument(f"pool must be 'thread' or 'process', not {self.pool!r}")
+        if not isinstance(self.kill_grace_s, int | float) or not 0 <= self.kill_grace_s <= 60:
+            raise InvalidArgument("kill_grace_s must be a number of seconds in 0..60")
 
 
 @dataclass(slots=True)

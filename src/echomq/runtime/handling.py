@@ -9,7 +9,8 @@ the fenced ``retry`` (the lease is given back now, not left to expire; dead at t
 limit). An ``async def`` handler is cancelled at its timeout. A plain-function handler
 runs in a thread, which Python cannot stop: its attempt is failed and handed back all the
 same, and whatever it returns later is discarded (the thread's slot stays busy until it
-returns).
+returns). In the process pool (:mod:`echomq.runtime.process_pool`) the handler's child process is
+killed and reaped at the timeout, before the failure is written.
 
 A cancellation (a lost lease, the end of the grace period) passes through untouched: it
 is not a failure, and no ``after`` or ``on_failure`` hook runs for it.
@@ -28,7 +29,7 @@ from echomq.core.hooks import Hooks
 from echomq.core.model import Lease
 from echomq.core.outcomes import Backoff, Outcome
 
-__all__ = ["call_handler", "failed_outcome", "shape_failure", "timeout_for"]
+__all__ = ["call_handler", "failed_outcome", "shape_failure", "timed_out", "timeout_for"]
 
 log = logging.getLogger("echomq.runtime.consumer")
 
@@ -61,6 +62,20 @@ def timeout_for(lease: Lease, default_ms: int | None) -> int | None:
     return lease.timeout_ms if lease.timeout_ms is not None else default_ms
 
 
+def timed_out(lease: Lease, timeout_ms: int) -> HandlerTimeout:
+    """The failure of ``lease``'s attempt whose handler ran past ``timeout_ms``."""
+    whose = "the job's, set at admission" if lease.timeout_ms == timeout_ms else "the consumer's"
+    return HandlerTimeout(f"the handler ran past its timeout of {timeout_ms} ms "
+                          f"({whose}; job {lease.id}, attempt {lease.attempt})")
+
+
+def _log_failure(who: str, lease: Lease, exc: Exception) -> None:
+    if isinstance(exc, HandlerTimeout):  # the process pool's own timeout: no traceback to show
+        log.warning("%s: %s", who, exc)
+    else:
+        log.warning("%s: job %s attempt %d failed", who, lease.id, lease.attempt, exc_info=exc)
+
+
 async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, timeout_ms: int | None,
                        hooks: Hooks, who: str) -> Outcome:
     """Run ``before`` hooks, the handler (``run()``) within ``timeout_ms``, then ``on_failure``
@@ -69,7 +84,7 @@ async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, t
         try:
             return await run()
         except Exception as exc:
-            log.warning("%s: job %s attempt %d failed", who, lease.id, lease.attempt, exc_info=exc)
+            _log_failure(who, lease, exc)
             return failed_outcome(exc)
     await hooks.run_before(lease)
     began = time.perf_counter()
@@ -85,14 +100,11 @@ async def call_handler(run: Callable[[], Awaitable[Outcome]], lease: Lease, *, t
             except TimeoutError:
                 if not deadline.expired():
                     raise  # the handler's own TimeoutError: an ordinary failure
-                whose = "the job's, set at admission" if lease.timeout_ms == timeout_ms \
-                    else "the consumer's"
-                error = HandlerTimeout(f"the handler ran past its timeout of {timeout_ms} ms "
-                                       f"({whose}; job {lease.id}, attempt {lease.attempt})")
+                error = timed_out(lease, timeout_ms)
                 log.warning("%s: %s", who, error)
                 outcome = Backoff(error=failure_text(error))
     except Exception as exc:
-        log.warning("%s: job %s attempt %d failed", who, lease.id, lease.attempt, exc_info=exc)
+        _log_failure(who, lease, exc)
         error, outcome = exc, failed_outcome(exc)
     seconds = time.perf_counter() - began
     if error is not None:

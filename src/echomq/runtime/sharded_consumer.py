@@ -53,7 +53,7 @@ __all__ = ["ShardedConsumer"]
 class ShardedConsumer:
     """Drain every shard of ``queue`` with ``handler``; run with ``await c.run()``."""
 
-    def __init__(self, queue: AsyncShardedQueue, handler: Handler, *,
+    def __init__(self, queue: AsyncShardedQueue, handler: Handler | str, *,
                  options: ConsumerOptions | None = None, name: str | None = None,
                  hooks: Hooks | None = None) -> None:
         if hooks is not None and not isinstance(hooks, Hooks):

@@ -37,12 +37,16 @@ class TaskRuns:
 
     def __init__(self, *, leases: LeaseTable, kick: asyncio.Event, hooks: Hooks,
                  handler: Handler, is_async: bool, options: ConsumerOptions, name: str,
+                 timeouts: bool = True,
                  finish: Callable[[Lease, Outcome], Awaitable[None]],
                  failed: Callable[[BaseException, Lease], None],
                  slots: SlotPool | None = None) -> None:
         self._leases, self._kick, self._hooks = leases, kick, hooks
         self._handler, self._is_async, self._options, self._name = handler, is_async, options, name
         self._finish, self._failed = finish, failed
+        # False: the handler keeps the attempt's timeout itself (the process pool, which
+        # starts the clock once a child holds the job, not while one starts).
+        self._timeouts = timeouts
         self.threads: HandlerThreads | None = None  # a blocking handler's, set by run()
         # Handlers running at once: at most ``concurrency`` (the slots of a pool shared with
         # the consumers of the other shards, echomq.runtime.slot_pool). A lease taken ahead
@@ -115,7 +119,8 @@ class TaskRuns:
         try:
             try:  # a slot is ours (start/_release): never more than ``concurrency`` at once
                 outcome = await call_handler(lambda: self._call(lease), lease, hooks=self._hooks,
-                                             timeout_ms=timeout_for(lease, self._options.timeout_ms),
+                                             timeout_ms=timeout_for(lease, self._options.timeout_ms)
+                                             if self._timeouts else None,
                                              who=self._name)
             finally:
                 self._release(me)  # the handler is done: its slot goes to the next lease

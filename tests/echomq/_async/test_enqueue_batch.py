@@ -37,7 +37,10 @@ class Recording:
 
 
 def row(raw: redis.Redis, q: AsyncQueue, job: str) -> dict[bytes, bytes]:
-    return raw.hgetall(q.job_key(job))  # type: ignore[return-value]
+    # Without the admitting call's token ('tok', 16 characters: docs/protocol.md).
+    row: dict[bytes, bytes] = raw.hgetall(q.job_key(job))  # type: ignore[assignment]
+    assert len(row.pop(b"tok", b"0123456789abcdef")) == 16
+    return row
 
 
 async def wake_messages(q: AsyncQueue, raw: redis.Redis, sub: Any) -> list[bytes]:

@@ -40,6 +40,7 @@ def test_enqueue_writes_row_and_pending(queue: Queue, raw: redis.Redis) -> None:
     j = jid()
     assert queue.enqueue(j, b"hello") is Verdict.ENQUEUED
     row = raw.hgetall(f"emq:{{{queue.name}}}:job:{j}")
+    assert len(row.pop(b"tok")) == 16  # the admitting call's token (docs/protocol.md)
     assert row == {b"state": b"pending", b"attempts": b"0", b"payload": b"hello"}
     assert raw.zrange(f"emq:{{{queue.name}}}:pending", 0, -1, withscores=True) == [(j.encode(), 0.0)]
     assert keys_of(raw, queue.name) == base_keys(queue.name) | {f"emq:{{{queue.name}}}:job:{j}"}

@@ -290,7 +290,8 @@ class AsyncClusterConnector:
 
         Each node's group is one pipeline on that node (flushes of ``flush`` calls). A
         group whose node fails is sent again as a whole; its calls are idempotent or
-        fenced, so a resent call reports duplicate or stale.
+        fenced, and an admission's or finish's resend answers what its first send earned
+        (its call token: docs/protocol.md, "Call tokens").
         """
 
         async def run(node: AsyncConnector, group: list[Call]) -> tuple[list[Any], list[int]]:

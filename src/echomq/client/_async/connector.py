@@ -304,7 +304,8 @@ class AsyncConnector:
 
         Calls go out in flushes of ``flush`` (all at once when None). If the connection
         fails, the calls not yet answered are sent again: callers' scripts are idempotent
-        or fenced, so a resent call reports duplicate or stale. Error replies come back
+        or fenced, and an admission's or finish's resend answers what its first send
+        earned (its call token: docs/protocol.md, "Call tokens"). Error replies come back
         in place as EchoMQ exceptions, never raised for one item.
         """
         check_calls(calls)
@@ -316,8 +317,9 @@ class AsyncConnector:
 
         Replies in order (calls, then reads); a script's error reply is returned in its
         place. On a transient failure the calls not yet answered and the reads are sent
-        again (scripts are idempotent or fenced: a resent finish reports STALE, a resent
-        claim skips what it already leased; such leases expire and are reaped, the
+        again (scripts are idempotent or fenced: a resent finish answers what its first send
+        earned, by its call token; a resent claim skips what it already leased; such
+        leases expire and are reaped, the
         at-least-once contract). The consumer's drain loop uses it to complete, claim and
         peek in one round trip (docs/decisions/0008-drain-path.md).
         """

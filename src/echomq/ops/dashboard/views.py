@@ -311,7 +311,8 @@ async def job_page(request: web.Request) -> web.Response:
         rkind, rprev = payload_preview(d.row["result"])
         parts.append(f"<h2>Result <small>{esc(rkind)}</small></h2>{rprev}")
     shown = {"payload", "result", "error", "state", "attempts", "failures",
-             "max", "lane", "serial", "cancel", "progress", "progress_at"}
+             "max", "lane", "serial", "cancel", "progress", "progress_at",
+             "tok", "fin"}  # call tokens (docs/protocol.md): nothing an operator reads
     extra = [[esc(k), f'<span class="mono">{esc(v[:200])}</span>'] for k, v in sorted(d.row.items())
              if k not in shown]
     if extra:

@@ -17,7 +17,10 @@
 -- ARGV[6] max_attempts: the job's failure limit (1..10000), '' for the consumer's default
 -- ARGV[7] priority: 0..3, higher is claimed first (aging: see include/pend.lua)
 -- ARGV[8] timeout_ms: the job's handler timeout (1..31622400000), '' for the consumer's
--- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
+-- ARGV[9] token: this call's token (at most 32 bytes, '' for none), kept in the row as 'tok':
+--   a resend of this call whose first send admitted the job answers 1, not 0
+-- RETURNS: 1 enqueued (by this call: a resend whose first send landed too) | 0 duplicate
+--   (the existing row untouched)
 -- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument; EMQKEYS keys
 --   not this id's queue; EMQVERSION another major version; nothing written
 -- @include now
@@ -28,7 +31,7 @@
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 8)
+local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 9)
 if bad then return bad end
 local delay = tonumber(ARGV[4])
 if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) then
@@ -50,13 +53,15 @@ if ARGV[8] ~= '' and (not timeout or timeout < 1 or timeout > 31622400000
     or timeout ~= math.floor(timeout)) then
   return redis.error_reply('EMQARG timeout_ms must be an integer in 1..31622400000')
 end
+local tok = ARGV[9]
+if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused, known = fence(KEYS[5])
 if refused then return refused end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+if redis.call('EXISTS', KEYS[1]) == 1 then -- a duplicate, or this call's own resend
+  return (tok ~= '' and redis.call('HGET', KEYS[1], 'tok') == tok) and 1 or 0
 end
 if not known then redis.call('HSET', KEYS[5], 'protocol', PROTOCOL) end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
+redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', tok)
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'lane', ARGV[3], 'serial', ARGV[5])
 end

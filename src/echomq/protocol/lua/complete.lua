@@ -17,8 +17,10 @@
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] keep_ms: retention of the finished row, 0..31622400000; 0 deletes it now
 -- ARGV[4] result: bytes to keep in the row as 'result' ('' for none)
+-- ARGV[5] token: this call's token (at most 32 bytes), kept with the verdict in the row as
+--   'fin' (include/earned.lua): a resend of this call answers what its first send earned
 -- RETURNS: 1 completed | 2 cancelled (a cancel was asked for) | 0 stale (the attempt no
---   longer holds a live lease; nothing changed)
+--   longer holds a live lease; nothing changed); a resend: its first send's verdict
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
 -- @include now
@@ -26,17 +28,22 @@
 -- @include ended
 -- @include fence
 -- @include shape
-local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'done', 'inflight', 'meta', 'finished'}, 4)
+-- @include earned
+local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'done', 'inflight', 'meta', 'finished'}, 5)
 if bad then return bad end
+local tok = ARGV[5]
 local keep = tonumber(ARGV[3])
 if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
   return redis.error_reply('EMQARG keep_ms must be an integer in 0..31622400000')
 end
+if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused = fence(KEYS[5])
 if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane', 'cancel')
 local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
+local e = (row[1] ~= 'active' or row[2] ~= ARGV[2]) and earned(KEYS[2], tok) or 0
+if e > 0 then return e end -- a resend of this call, whose first send finished the attempt
 if row[1] ~= 'active' then return 0 end -- not running
 if row[2] ~= ARGV[2] then return 0 end -- fence: another attempt holds it
 if not deadline then return 0 end -- no lease
@@ -44,15 +51,16 @@ if tonumber(deadline) < now then return 0 end -- fence: the lease deadline passe
 redis.call('ZREM', KEYS[1], ARGV[1])
 release(KEYS[4], row[3], ARGV[1])
 redis.call('SPUBLISH', KEYS[6], ARGV[1])
+if row[4] then redis.call('HSET', KEYS[2], 'fin', '2' .. tok) end -- the verdict, for a resend
 if row[4] then ended(KEYS[2], KEYS[3], ARGV[1], now) return 2 end -- fence: a cancel was asked
 if keep == 0 then
   redis.call('DEL', KEYS[2])
 else
   redis.call('HDEL', KEYS[2], 'payload')
   if ARGV[4] == '' then
-    redis.call('HSET', KEYS[2], 'state', 'done')
+    redis.call('HSET', KEYS[2], 'state', 'done', 'fin', '1' .. tok)
   else
-    redis.call('HSET', KEYS[2], 'state', 'done', 'result', ARGV[4])
+    redis.call('HSET', KEYS[2], 'state', 'done', 'fin', '1' .. tok, 'result', ARGV[4])
   end
   redis.call('ZADD', KEYS[3], now, ARGV[1])
 end

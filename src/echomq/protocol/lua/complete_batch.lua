@@ -13,8 +13,11 @@
 -- KEYS[5] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- KEYS[6..] jobs: emq:{q}:job:<id> for each attempt, in the order of the id/attempt pairs
 -- ARGV[1] keep_ms: retention of the finished rows, 0..31622400000; 0 deletes them now
--- ARGV[2..] attempts: id, attempt and result ('' for none) of each attempt, flat
--- RETURNS: array, one per attempt in order: 1 completed | 2 cancelled | 0 stale
+-- ARGV[2] token: this call's token (at most 32 bytes), kept with each verdict in its row as
+--   'fin' (include/earned.lua): a resend of this call answers what its first send earned
+-- ARGV[3..] attempts: id, attempt and result ('' for none) of each attempt, flat
+-- RETURNS: array, one per attempt in order: 1 completed | 2 cancelled | 0 stale; a resend:
+--   its first send's verdicts
 -- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
 --   EMQVERSION another major version; nothing written
 -- @include now
@@ -22,14 +25,15 @@
 -- @include ended
 -- @include fence
 -- @include shape
+-- @include earned
 local bad = shape({'active', 'done', 'inflight', 'meta', 'finished'}, 1, 5, nil) -- jobs below
 local n = #KEYS - 5
-if bad or #ARGV ~= 1 + 3 * n then
+if bad or #ARGV ~= 2 + 3 * n then
   return bad or redis.error_reply('EMQKEYS one job key per id, attempt, result triple expected')
 end
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'active') .. 'job:'
 for i = 1, n do
-  if KEYS[i + 5] ~= prefix .. ARGV[3 * i - 1] then
+  if KEYS[i + 5] ~= prefix .. ARGV[3 * i] then
     return redis.error_reply('EMQKEYS KEYS[' .. (i + 5) .. '] is not the job of its id')
   end
 end
@@ -37,17 +41,19 @@ local keep = tonumber(ARGV[1])
 if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
   return redis.error_reply('EMQARG keep_ms must be an integer in 0..31622400000')
 end
+local tok = ARGV[2]
+if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused = fence(KEYS[4])
 if refused then return refused end
-local call, now = redis.call, now_ms()
+local call, now, fin = redis.call, now_ms(), '1' .. ARGV[2]
 local at = fmt(now) -- the done score, formatted once
 local out, won, lanes, seen = {}, {}, {}, {}
 for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCORE a slice)
   local ids, e = {}, math.min(s + 255, n)
-  for i = s, e do ids[i - s + 1] = ARGV[3 * i - 1] end
+  for i = s, e do ids[i - s + 1] = ARGV[3 * i] end
   local deadlines = call('ZMSCORE', KEYS[1], unpack(ids))
   for i = s, e do
-    local id, attempt, deadline = ARGV[3 * i - 1], ARGV[3 * i], deadlines[i - s + 1]
+    local id, attempt, deadline = ARGV[3 * i], ARGV[3 * i + 1], deadlines[i - s + 1]
     local live = deadline ~= false and not seen[id] -- leased, and finished once
     if live then
       local row = call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel')
@@ -59,22 +65,28 @@ for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCOR
     else
       out[i] = 0
     end
+    if out[i] == 0 and not seen[id] then -- a resend of this call, whose first send landed?
+      out[i] = earned(KEYS[i + 5], tok)
+      if out[i] > 0 then seen[id] = true end
+    end
   end
 end
 for s = 1, #won, 256 do -- writes, in slices: ZREM/ZADD take at most 256 members each
   local gone, done = {}, {}
   for w = s, math.min(s + 255, #won) do
     local i = won[w]
-    local job, id, result = KEYS[i + 5], ARGV[3 * i - 1], ARGV[3 * i + 1]
+    local job, id, result = KEYS[i + 5], ARGV[3 * i], ARGV[3 * i + 2]
     gone[#gone + 1] = id
     if lanes[i] then release(KEYS[3], lanes[i], id) end
     if out[i] == 2 then
       ended(job, KEYS[2], id, now)
+      call('HSET', job, 'fin', '2' .. tok)
     elseif keep == 0 then
       call('DEL', job)
     else
       call('HDEL', job, 'payload')
-      if result == '' then call('HSET', job, 'state', 'done') else call('HSET', job, 'state', 'done', 'result', result) end
+      if result == '' then call('HSET', job, 'state', 'done', 'fin', fin)
+      else call('HSET', job, 'state', 'done', 'fin', fin, 'result', result) end
       done[#done + 1], done[#done + 2] = at, id
     end
   end

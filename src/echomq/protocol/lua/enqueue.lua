@@ -18,9 +18,12 @@
 -- KEYS[7] rate: emq:{q}:rate, list, the queue's last lease times (the claim gate's log)
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
--- RETURNS: 1 enqueued | 0 duplicate (the existing row untouched)
--- ERRORS: EMQKIND the id is not JOB-namespaced; EMQKEYS keys not this id's queue;
---   EMQVERSION another major version; nothing written
+-- ARGV[3] token: this call's token (at most 32 bytes, '' for none), kept in the row as 'tok':
+--   a resend of this call whose first send admitted the job answers 1, not 0
+-- RETURNS: 1 enqueued (by this call: a resend whose first send landed too) | 0 duplicate
+--   (the existing row untouched)
+-- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a token over 32 bytes; EMQKEYS keys
+--   not this id's queue; EMQVERSION another major version; nothing written
 -- @include now
 -- @include fence
 -- @include shape
@@ -29,19 +32,21 @@
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta', 'parked', 'active', 'rate'}, 2)
+local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta', 'parked', 'active', 'rate'}, 3)
 if bad then return bad end
+local tok = ARGV[3]
+if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused, known = fence(KEYS[4])
 if refused then return refused end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+if redis.call('EXISTS', KEYS[1]) == 1 then -- a duplicate, or this call's own resend
+  return (tok ~= '' and redis.call('HGET', KEYS[1], 'tok') == tok) and 1 or 0
 end
 if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL) end
 local empty = redis.call('ZCARD', KEYS[2]) == 0
-if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2], KEYS[4], KEYS[7]) then
+if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2], KEYS[4], KEYS[7], tok) then
   return 1
 end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
+redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', tok)
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 if empty then
   redis.call('SPUBLISH', KEYS[3], ARGV[1]) -- the id: a claim candidate for the woken

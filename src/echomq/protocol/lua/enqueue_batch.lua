@@ -16,21 +16,27 @@
 -- KEYS[5] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- KEYS[6] rate: emq:{q}:rate, list, the queue's last lease times (the claim gate's log)
 -- KEYS[7..] jobs: emq:{q}:job:<id> of each job, in order (n keys)
--- ARGV[1..] payloads: each job's bytes, in the same order (n args)
--- RETURNS: a string of n digits, one verdict per job in order: 1 enqueued | 0 duplicate
--- ERRORS: EMQKIND an id is not JOB-namespaced; EMQKEYS a key not this queue's, or not one
---   payload per job; EMQVERSION another major version; nothing written
+-- ARGV[1] token: this call's token (at most 32 bytes, '' for none), kept in each row it
+--   admits as 'tok': a resend of this call answers 1 for the jobs its first send admitted
+-- ARGV[2..] payloads: each job's bytes, in the same order (n args)
+-- RETURNS: a string of n digits, one verdict per job in order: 1 enqueued (by this call) |
+--   0 duplicate
+-- ERRORS: EMQKIND an id is not JOB-namespaced; EMQARG a token over 32 bytes; EMQKEYS a key
+--   not this queue's, or not one payload per job; EMQVERSION another major version; nothing
+--   written
 -- @include now
 -- @include fence
 -- @include shape
 -- @include gate
 -- @include handoff
 local n = #KEYS - 6
-if n < 1 or #ARGV ~= n then
+if n < 1 or #ARGV ~= n + 1 then
   return redis.error_reply('EMQKEYS ' .. #KEYS .. ' keys and ' .. #ARGV .. ' args: not one payload per job key')
 end
 local bad = shape({'pending', 'wake', 'meta', 'parked', 'active', 'rate'}, 1, 6)
 if bad then return bad end
+local tok = ARGV[1]
+if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local jp = string.sub(KEYS[1], 1, -8) .. 'job:' -- KEYS[1] is <prefix>pending
 local at, kind = #jp + 1, jp .. 'JOB'
 for j = 7, 6 + n do
@@ -56,11 +62,14 @@ for s = 1, n, 512 do
     local id = string.sub(job, at)
     if seen[id] or (some and redis.call('EXISTS', job) == 1) then
       out[j] = '0'
+      if not seen[id] and tok ~= '' and redis.call('HGET', job, 'tok') == tok then -- a resend
+        seen[id], out[j] = true, '1' -- of this call, whose first send admitted it
+      end
     else
       seen[id], out[j] = true, '1'
-      if not (empty and handoff(KEYS[4], KEYS[5], job, KEYS[2], id, ARGV[j], KEYS[3], KEYS[6])) then
+      if not (empty and handoff(KEYS[4], KEYS[5], job, KEYS[2], id, ARGV[j + 1], KEYS[3], KEYS[6], tok)) then
         if empty then first, empty = id, false end
-        redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', ARGV[j])
+        redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', ARGV[j + 1], 'tok', tok)
         add[m + 1], add[m + 2], m = '0', id, m + 2
       end
     end

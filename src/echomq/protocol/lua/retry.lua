@@ -24,7 +24,10 @@
 -- ARGV[4] max_attempts: failure limit when the row names none, 1..10000
 -- ARGV[5] error: text kept in the row as 'error' (mode fail)
 -- ARGV[6] mode: 'fail', 'dead' or 'defer'
--- RETURNS: 1 scheduled again | 2 dead | 3 cancelled | 0 stale (nothing changed)
+-- ARGV[7] token: this call's token (at most 32 bytes), kept with the verdict in the row as
+--   'fin' (include/earned.lua): a resend of this call answers what its first send earned
+-- RETURNS: 1 scheduled again | 2 dead | 3 cancelled | 0 stale (nothing changed); a resend:
+--   its first send's verdict
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
 -- @include now
@@ -34,8 +37,9 @@
 -- @include ended
 -- @include fence
 -- @include shape
+-- @include earned
 local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'delayed', 'dead', 'inflight', 'pending',
-                   'lanes', 'meta', 'wake', 'done', 'finished'}, 6)
+                   'lanes', 'meta', 'wake', 'done', 'finished'}, 7)
 if bad then return bad end
 local delay = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
@@ -48,18 +52,22 @@ end
 if ARGV[6] ~= 'fail' and ARGV[6] ~= 'dead' and ARGV[6] ~= 'defer' then
   return redis.error_reply('EMQARG mode must be fail, dead or defer')
 end
+local tok = ARGV[7]
+if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused = fence(KEYS[8])
 if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel')
 local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
+local e = (row[1] ~= 'active' or row[2] ~= ARGV[2]) and earned(KEYS[2], tok) or 0
+if e > 0 then return e end -- a resend of this call, whose first send finished the attempt
 if row[1] ~= 'active' then return 0 end -- not running
 if row[2] ~= ARGV[2] then return 0 end -- fence: another attempt holds it
 if not current then return 0 end -- no lease
 if tonumber(current) < now then return 0 end -- fence: the lease deadline passed
 redis.call('ZREM', KEYS[1], ARGV[1])
 if row[6] then -- fence: a cancel was asked: the job ends cancelled, never runs again
-  ended(KEYS[2], KEYS[10], ARGV[1], now)
+  ended(KEYS[2], KEYS[10], ARGV[1], now) redis.call('HSET', KEYS[2], 'fin', '3' .. tok)
   release(KEYS[5], row[5], ARGV[1]) redis.call('SPUBLISH', KEYS[11], ARGV[1]) return 3
 end
 if ARGV[6] ~= 'defer' then
@@ -67,7 +75,7 @@ if ARGV[6] ~= 'defer' then
   redis.call('HSET', KEYS[2], 'failures', failures, 'error', ARGV[5])
   if ARGV[6] == 'dead' then failures = math.huge end -- given up: dead now
   if failures >= (tonumber(row[3]) or limit) then -- threshold: the failure limit
-    redis.call('HSET', KEYS[2], 'state', 'dead')
+    redis.call('HSET', KEYS[2], 'state', 'dead', 'fin', '2' .. tok)
     redis.call('ZADD', KEYS[4], now, ARGV[1])
     release(KEYS[5], row[5], ARGV[1])
     redis.call('SPUBLISH', KEYS[11], ARGV[1])
@@ -75,11 +83,11 @@ if ARGV[6] ~= 'defer' then
   end
 end
 if delay == 0 then
-  redis.call('HSET', KEYS[2], 'state', 'pending')
+  redis.call('HSET', KEYS[2], 'state', 'pending', 'fin', '1' .. tok)
   pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5],
        row[5] and redis.call('HGET', KEYS[5], row[5]) == ARGV[1], KEYS[2])
 else
-  redis.call('HSET', KEYS[2], 'state', 'delayed')
+  redis.call('HSET', KEYS[2], 'state', 'delayed', 'fin', '1' .. tok)
   redis.call('ZADD', KEYS[3], now + delay, ARGV[1])
 end
 return 1

@@ -1,4 +1,4 @@
--- handoff(parked, active, job, wake, id, payload, meta, rate): lease a new job to a parked
+-- handoff(parked, active, job, wake, id, payload, meta, rate, tok): lease a new job to a parked
 -- consumer in the admission's own step (docs/decisions/0018-hand-off.md). Called only when pending is
 -- empty (a parked consumer saw it empty and nothing has been queued since). Picks the
 -- longest-parked live registration (member '<lease_ms>|<token>', score = its expiry on the
@@ -10,9 +10,11 @@
 -- held: the lease expires and reap re-exposes it. The claim gate (include/gate.lua, the
 -- queue's rate log at rate) holds a hand-off as it holds a claim: none from a paused or
 -- rate-limited queue (false, nothing written), and a job handed off takes a token.
+-- tok: the admitting call's token, kept in the row as 'tok' ('' for none: docs/protocol.md,
+-- "Call tokens").
 -- @include now
 -- @include gate
-local function handoff(parked, active, job, wake, id, payload, meta, rate)
+local function handoff(parked, active, job, wake, id, payload, meta, rate, tok)
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', parked, '-inf', '(' .. fmt(now)) -- registrations past expiry
   local pick = redis.call('ZRANGE', parked, 0, 0)[1]
@@ -23,7 +25,7 @@ local function handoff(parked, active, job, wake, id, payload, meta, rate)
   redis.call('ZREM', parked, pick)
   if not lease then return false end -- not a registration park.lua wrote: dropped
   local deadline = fmt(now + tonumber(lease))
-  redis.call('HSET', job, 'state', 'active', 'attempts', '1', 'payload', payload)
+  redis.call('HSET', job, 'state', 'active', 'attempts', '1', 'payload', payload, 'tok', tok)
   redis.call('ZADD', active, deadline, id)
   gate_close(g)
   redis.call('SPUBLISH', wake, 'EMQH|' .. token .. '|' .. id .. '|1|' .. deadline .. '|' .. payload)
