@@ -7,7 +7,7 @@
 Prints the hits (id, state, attempts, lane, the error's first line), then the cursor to go
 on from (``--cursor``), or ``end`` when the walk is complete. Each window the search takes
 is read-only script calls of bounded work: one examining at most ``--budget`` jobs,
-then one per 32 candidates (docs/decisions/0035).
+then one per 32 candidates (docs/decisions/0037).
 Times are Unix milliseconds or ISO 8601 (``2026-12-03T15:00:00Z``; no zone: UTC).
 Registered on the ``echomq`` group by :mod:`echomq.ops.cli`.
 """

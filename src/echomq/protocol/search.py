@@ -1,5 +1,5 @@
 """Search over a queue's jobs, pure: the query, the cursor, the two calls of a window and
-their decoders (docs/decisions/0035-search.md).
+their decoders (docs/decisions/0037-search.md).
 
 A search walks the state sets in a fixed order (pending, active, delayed, done, dead, or
 the states asked for), each in set order (score, then id), one *window* at a time: the

@@ -1,5 +1,5 @@
 """Search: jobs found by state, lane, error type or text, admission time and id prefix, in
-cursor-paged windows of bounded work; a complete walk sees every job once (decision 0035)."""
+cursor-paged windows of bounded work; a complete walk sees every job once (decision 0037)."""
 
 from __future__ import annotations
 

@@ -392,7 +392,7 @@ class AsyncQueue:
         lane, error type or text, admission time range, id prefix), walked in windows of
         ``budget`` entries, each window a few read-only script calls of bounded work; at most
         ``limit`` hits and ``max_windows`` windows per call. Go on with the page's
-        ``cursor`` (None: done). Decision 0035."""
+        ``cursor`` (None: done). Decision 0037."""
         return await search(self.connector, self.k, query or SearchQuery(), cursor=cursor,
                             limit=limit, budget=budget, max_windows=max_windows)
 

@@ -6,7 +6,7 @@ cursor (O(log n + budget)), then ``search_rows`` calls of at most
 :data:`~echomq.protocol.search.ROWS_PER_CALL` candidates each, sent in one flush: every call
 bounded whatever the queue's size. :func:`search` repeats windows until it has ``limit``
 hits, the states are walked, or ``max_windows`` windows ran, and hands back the cursor to
-go on from (docs/decisions/0035-search.md).
+go on from (docs/decisions/0037-search.md).
 """
 
 from __future__ import annotations

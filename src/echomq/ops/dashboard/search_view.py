@@ -1,5 +1,5 @@
 """The dashboard's search page: one queue's jobs by state, lane, error, admission time and id
-prefix, a page at a time with a cursor (``/queues/{queue}/search``, decision 0035).
+prefix, a page at a time with a cursor (``/queues/{queue}/search``, decision 0037).
 
 Each page is :meth:`echomq.AsyncQueue.search` with the dashboard's page size as ``limit`` and
 a bounded number of windows, so a page never costs the server more than that many bounded

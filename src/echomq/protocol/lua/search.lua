@@ -1,6 +1,6 @@
 #!lua flags=no-writes
 -- name: search
--- summary: One bounded window of a search (docs/decisions/0035-search.md): the entries of one
+-- summary: One bounded window of a search (docs/decisions/0037-search.md): the entries of one
 --   state's set that follow a cursor, in set order (score, then id), at most count of them,
 --   and of those the ids inside an id range. The cursor is the last entry a window examined;
 --   if it has left the set since, the window starts where it would stand (a binary search

@@ -1,6 +1,6 @@
 #!lua flags=no-writes
 -- name: search_rows
--- summary: The second step of a search window (docs/decisions/0035-search.md): of the
+-- summary: The second step of a search window (docs/decisions/0037-search.md): of the
 --   candidate jobs (ids a search window returned), those whose rows are still in the
 --   state of the set walked (a cancelled row counts as done: it is kept in the done set)
 --   and match the filters, with the fields a result line shows; never the payload. One
