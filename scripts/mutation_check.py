@@ -124,6 +124,38 @@ MUTANTS: list[Mutant] = [
            "strict priority bands (a lower level could starve)"),
     Mutant("pend: priority ignored", "include/pend.lua",
            "score = score - prio * AGE", "score = score", "priority not applied"),
+    # flows (decision 0034): killed by the flow machine (tests/echomq/model_flows.py)
+    Mutant("flow_parent: releases without the last child", "flow_parent.lua",
+           "if settled < tonumber(row[2]) then return 1 end",
+           "if settled < tonumber(row[2]) - 1 then return 1 end", "release one child early"),
+    Mutant("flow_parent: counts a repeated notice (double release)", "flow_parent.lua",
+           "if redis.call('HGET', KEYS[1], field) ~= '' then return 0 end", "",
+           "the once-per-child check removed"),
+    Mutant("flow_parent: settles a parent that no longer waits (double release)", "flow_parent.lua",
+           "if row[1] ~= 'waiting' then return 0 end", "", "the waiting check removed"),
+    Mutant("flow_parent: tombstones an admitted parent", "flow_parent.lua",
+           "if not row[1] then -- fence: never admitted", "if true then",
+           "the repair undoes a committed flow"),
+    Mutant("flow_start: starts a child that is not held", "flow_start.lua",
+           "if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end", "",
+           "a finished child runs again"),
+    Mutant("flow_child: drops a child that is not held", "flow_child.lua",
+           "if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end", "",
+           "a cancelled flow deletes its children's rows"),
+    Mutant("flow_child: acks a newer notice", "flow_child.lua",
+           "if redis.call('HGET', KEYS[4], ARGV[2]) ~= ARGV[3] then return 0 end", "",
+           "a notice deleted without being the one delivered"),
+    Mutant("flow_hold: overwrites an existing job", "flow_hold.lua",
+           "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end", "",
+           "the duplicate check removed"),
+    Mutant("flow_admit: expects one child fewer (release without the last child)", "flow_admit.lua",
+           "'children', #ARGV - 4,", "'children', #ARGV - 5,", "child count off by one"),
+    Mutant("flows: a child's notice is never written", "include/flows.lua",
+           "redis.call('HSET', finished, id, outcome .. ':' .. parent)", "",
+           "the parent is never released"),
+    Mutant("complete: a cancelled flow child noticed as done", "complete.lua",
+           "if row[5] then flow_told(KEYS[6], ARGV[1], row[5], row[4] and 'cancelled' or 'done') end",
+           "if row[5] then flow_told(KEYS[6], ARGV[1], row[5], 'done') end", "outcome wrong"),
 ]
 
 
@@ -192,12 +224,16 @@ def child(copy: Path, url: str, runs: int, examples: int, steps: int, mutant: st
     assert Path(echomq.__file__).resolve().is_relative_to(copy.resolve()), echomq.__file__
     bundle()  # every script still parses
     sys.path.insert(0, str(ROOT))
-    from tests.echomq.test_model import run_machine
+    from tests.echomq.test_model import run_flow_machine, run_machine
 
     killed, why = 0, []
     for _ in range(runs):
         try:
-            run_machine(url, False, examples=examples, steps=steps, phases=[Phase.generate],
+            # a flow mutant meets the flow machine (tests/echomq/model_flows.py)
+            # (the baseline meets both)
+            machines = [run_flow_machine] if "flow" in mutant else [run_machine]
+            for machine in machines + ([run_flow_machine] if mutant == "baseline" else []):
+                machine(url, False, examples=examples, steps=steps, phases=[Phase.generate],
                         database=None, print_blob=False)
         except Exception as exc:  # a failed run: the mutant was seen
             killed += 1

@@ -45,6 +45,7 @@ REPLACEMENTS = [
     (r"\bAsyncShardedBase\b", "ShardedBase"),
     (r"\bAsyncUpkeep\b", "Upkeep"),
     (r"\bAsyncAdmission\b", "Admission"),
+    (r"\bAsyncFlows\b", "Flows"),
     (r"\bAsyncScheduler\b", "Scheduler"),
     (r"\bAsyncClusterConnector\b", "ClusterConnector"),
     (r"\bAsyncWire\b", "Wire"),
@@ -71,6 +72,9 @@ REPLACEMENTS = [
 ASYNC_ONLY = {
     "test_admission_verb.py": "compares admit with lanes.enqueue, an asyncio-only door",
     "test_cancel_races.py": "two calls in flight at once (asyncio.gather); the rest: _async/test_cancel.py",
+    "test_flows.py": "flows across two queues on both topologies; the API is one module (flows.py), "
+                     "generated, and its blocking twin shares every script",
+    "test_flow_faults.py": "consumer processes killed with SIGKILL while flows run; slow",
     "test_claim_gate.py": "competing claimers, Consumers, a 1,200-job flood; API part: _async/test_gate",
     "test_cluster.py": "failover under load from Consumers and Producers (asyncio only); slow, cluster only",
     "test_consumer.py": "the Consumer and the Supervisor are asyncio only",

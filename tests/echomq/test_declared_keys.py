@@ -21,7 +21,8 @@ import redis
 from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, generate
 from echomq.client.info import queue_info
 from echomq.client.registry import Registration
-from echomq.protocol import Call, QueueKeys, trace_attach
+from echomq.protocol import Call, QueueKeys, heartbeat, trace_attach
+from echomq.protocol.flows import flow_hold, member
 from echomq.protocol.gate import RateLimit
 from echomq.protocol.resharding import import_row, rows_exist, unload_row
 from echomq.protocol.schedules import Schedule
@@ -161,4 +162,22 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     assert await c.run(import_row(mk, done, "done", 1.5e12, False, {"state": b"done"})) == 1
     assert await c.run(rows_exist(mk, [held, done, generate("JOB")])) == [1, 1, 0]
     assert await c.run(unload_row(mk, held)) == 1
+    # A flow (decision 0034): children end by complete, complete_batch, retry to dead, reap
+    # to dead and cancel; the relay settles and acks; the repair tombstones and drops.
+    fq = AsyncQueue(c, qname + "-f", options=QueueOptions(max_attempts=1))  # type: ignore[arg-type]
+    pid = generate("JOB")
+    await fq.admit_flow(parent=(pid, b"p"), children=[(fq.name, generate("JOB"), b"k")
+                                                      for _ in range(5)], on_child_failure="continue")
+    k1, k2, k3, k4 = await fq.claim(4, lease_ms=60_000)
+    await fq.complete(k1, b"r")
+    await fq.complete_many([k2])
+    await fq.retry(k3, delay_ms=0, error="x")
+    await c.run(heartbeat(fq.k, k4, lease_ms=1))
+    while not sum(await fq.reap()):
+        pass
+    await fq.flows.relay(fq.name)
+    await fq.cancel_flow(pid)
+    await fq.flows.relay(fq.name)
+    await c.run(flow_hold(fq.k, generate("JOB"), b"x", member(generate("JOB"), fq.name)))
+    await fq.flows.repair(fq.name, older_than_ms=0)
     assert c.ran == set(bundle()), set(bundle()) - c.ran

@@ -69,6 +69,10 @@ OPS: dict[str, Op] = {
     "gate": lambda q, x, d: q.gate(),
     "set_limits": lambda q, x, d: q.set_limits(rate=RateLimit(3, 1000)),
     "search": lambda q, x, d: q.search(),
+    "admit_flow": lambda q, x, d: q.admit_flow(parent=(generate("JOB"), b"p"),
+                                               children=[(q.name, generate("JOB"), b"c")]),
+    "children": lambda q, x, d: q.children(d),
+    "cancel_flow": lambda q, x, d: q.cancel_flow(d),
 }
 BATCH = {  # bad news per item, in place
     "enqueue_many": lambda q, x, d: q.enqueue_many([(generate("JOB"), b"x")] * 2),

@@ -41,12 +41,15 @@ from echomq.servers.server import EmbeddedValkey
 from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 
-ADMISSION = {"admit", "enqueue", "enqueue_batch", "schedule"}  # add jobs: deny-oom, back-pressure
+# add jobs: deny-oom, back-pressure (flow_hold/flow_admit: a flow's held children, waiting parent)
+ADMISSION = {"admit", "enqueue", "enqueue_batch", "schedule", "flow_hold", "flow_admit"}
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
           "pause", "limits",  # the claim gate's controls: an operator can pause or limit at the limit
-          "unload_row"}  # removes a moved row from a retired shard (decision 0032)
+          "unload_row",  # removes a moved row from a retired shard (decision 0032)
+          # start/drop/ack a child, settle/cancel a parent (decision 0034)
+          "flow_start", "flow_child", "flow_parent"}
 READS = {"browse", "info", "peek", "pending_size", "row", "search", "search_rows", "stats",
          "rows_exist"}  # an online reshard's admission check (decision 0032)
 MOVES = {"import_row"}  # copies a row between shards in a reshard: deny-oom, like admission

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, settings
 
 from echomq.servers.local_cluster import LocalCluster
 from tests.conftest import cluster_url
+from tests.echomq.model_flows import FlowMachine
 from tests.echomq.model_machine import GATE_REACH, REACH, QueueMachine
 from tests.echomq.model_sharded import ShardedMachine
 
@@ -64,3 +65,30 @@ def test_sharded_queue_matches_its_model_on_the_cluster(local_cluster: LocalClus
         if not missed:
             break
     assert not missed, f"{ROUNDS} rounds of 40 examples never reached: {sorted(missed)}"
+
+
+FLOW_REACH = {"flow admitted", "released", "relay killed after settle", "flow cancelled",
+              "repair started", "repair dropped", "stale ack"}
+
+
+def run_flow_machine(url: str, cluster: bool, *, examples: int, steps: int, **extra: object) -> None:
+    """Run the flow machine (tests/echomq/model_flows.py; also scripts/mutation_check.py)."""
+    FlowMachine.url, FlowMachine.cluster = url, cluster
+    machine = type("FlowRun", (FlowMachine,), {})
+    run = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                   suppress_health_check=list(HealthCheck), **extra)(machine)  # type: ignore[arg-type]
+    run.TestCase().runTest()
+
+
+@pytest.mark.timeout(600)
+def test_flows_match_their_model(backend: str, backend_url: str) -> None:
+    """Flows on two queues in different slots (decision 0034): every parent released at
+    most once, only when every child settled, whatever the interleaving of admissions cut
+    short, relays killed between settle and ack, repairs, cancels and failures."""
+    FlowMachine.reached.clear()
+    for _ in range(3):  # rounds until every label is reached (one is the rule)
+        run_flow_machine(backend_url, backend == "cluster", examples=15, steps=30)
+        missed = FLOW_REACH - FlowMachine.reached
+        if not missed:
+            break
+    assert not missed, missed

@@ -156,3 +156,28 @@ async def test_each_role_is_refused_what_it_does_not_need(as_role: Any, admin: r
     with pytest.raises(Exception, match=DENIED):
         await as_role("dashboard-readonly").command("DEL", f"emq:{{{Q}}}:pending")
     assert admin.exists(f"emq:{{{Q}}}:pending")
+
+
+async def test_a_flow_runs_as_a_producer_and_a_worker_of_both_queues(
+        server: EmbeddedValkey, admin: redis.Redis) -> None:
+    """A producer admits a flow over two queues and a worker relays and repairs it, each
+    with only its role's rules on those two queues (decision 0034)."""
+    other = Q + "-kids"
+    for role in ("producer", "worker"):
+        admin.execute_command(*setuser(f"flow-{role}", f"pw-{role}", role, queues=[Q, other]))
+    url = f"{server.host}:{server.port}"
+    prod = AsyncConnector.from_url(f"redis://flow-producer:pw-producer@{url}", retry_budget_s=1)
+    work = AsyncConnector.from_url(f"redis://flow-worker:pw-worker@{url}", retry_budget_s=1)
+    try:
+        pid, kid = generate("JOB"), generate("JOB")
+        assert await AsyncQueue(prod, Q).admit_flow(parent=(pid, b"p"), children=[(other, kid, b"k")])
+        kids = AsyncQueue(work, other)
+        (lease,) = await kids.claim(1, lease_ms=60_000)
+        await kids.complete(lease, b"r")
+        assert (await kids.flows.relay(other)).released == 1
+        assert await kids.flows.repair(other, older_than_ms=0) == (0, 0)
+        row = await AsyncQueue(work, Q).job(pid)
+        assert row is not None and row["state"] == b"pending"
+    finally:
+        await prod.aclose()
+        await work.aclose()

@@ -12,10 +12,11 @@ cannot drift from the Lua.
 role                 may
 ==================== =================================================================
 producer             fence, admit and enqueue (``enqueue``, ``enqueue_many``,
-                     ``admit``, ``admit_many``), ``WAIT`` for durable admission,
+                     ``admit``, ``admit_many``, ``admit_flow``), ``WAIT`` for durable admission,
                      ``result()`` (the row, the finished channel)
 worker               everything a consumer and ``echomq worker`` do: claim, heartbeat,
                      complete, retry/defer, promote, reap, retention, its registration,
+                     the flow relay and repair (give it the queues of the parents too),
                      the wake channel, the maintenance token (``SET``), ``INFO`` (the
                      eviction-policy and memory checks), ``job()``, progress reports
 dashboard            read every queue (``SCAN`` for the queues, stats, pages, job rows,
@@ -60,12 +61,15 @@ _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slot
 
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
-    "producer": (("fence", "admit", "enqueue", "enqueue_batch", "row", "trace_attach"),  # + results:
+    "producer": (("fence", "admit", "enqueue", "enqueue_batch", "row", "trace_attach",  # + flows:
+                  "flow_hold", "flow_admit", "flow_start"),  # admit_flow (decision 0034); results:
                  ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
     "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
                 "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",
-                "schedule", "admit", "row", "trace_attach"),  # admit: a schedule's tick admits its job
-               ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait"), True),
+                "schedule", "admit", "row", "trace_attach",  # admit: a schedule's tick admits its job
+                "flow_parent", "flow_child", "flow_start"),  # flow relay, repair (decision 0034)
+               ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait", "hscan",
+                "zrangebyscore"), True),
     "dashboard": (("fence", "stats", "browse", "info", "pending_size", "peek", "row", "requeue",
                    "purge", "cancel", "pause", "limits"),
                   ("scan", "zrange", "zcount", "zcard", "zscore", "hlen", "hgetall", "info", "role"),

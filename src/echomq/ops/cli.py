@@ -15,6 +15,7 @@
     echomq cancel QUEUE ID...     cancel waiting jobs, ask running ones to stop
     echomq search QUEUE           find jobs by state, lane, error, time, id prefix (cursor pages)
     echomq relay --database-url   committed outbox rows onto their queues (echomq.ops.cli_relay)
+    echomq flow QUEUE ID          a flow as a tree, each node's state (echomq.ops.cli_flow)
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class _Commands(Group):
             "resume": "echomq.ops.cli_gate:resume", "limit": "echomq.ops.cli_gate:limit",
             "result": "echomq.ops.cli_jobs:result", "progress": "echomq.ops.cli_jobs:progress",
             "cancel": "echomq.ops.cli_jobs:cancel", "relay": "echomq.ops.cli_relay:relay",
-            "search": "echomq.ops.cli_search:search"}
+            "search": "echomq.ops.cli_search:search", "flow": "echomq.ops.cli_flow:flow"}
 
 
 @click.group(cls=_Commands, name="echomq")

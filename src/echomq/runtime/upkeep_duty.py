@@ -48,6 +48,7 @@ class UpkeepDuty:
             got = await self._memory_full(True)
         else:
             await self._memory_full(False)
+        await q.flows.relay(q.name)  # every consumer, every beat: idempotent (decision 0034)
         if not got:
             return
         self.beats += 1
@@ -60,6 +61,7 @@ class UpkeepDuty:
                 break
         if self.beats % o.trim_every == 0:
             await q.upkeep.trim()
+            await q.flows.repair(q.name)
 
     async def _memory_full(self, full: bool) -> bool:
         """Log the start and end of an episode at ``maxmemory``; True while it lasts."""

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from echomq import protocol as p
 from echomq.client._async.admission import AdmitItem, AsyncAdmission
+from echomq.client._async.flows import AsyncFlows, FlowNode
 from echomq.client._async.results import read_progress, wait_result
 from echomq.client._async.seam import Reply, ScriptConnector, WakeSubscription
 from echomq.client._async.search import SearchPage, search
@@ -73,6 +74,7 @@ class AsyncQueue:
         self._job_prefix = self.k.job_prefix
         self.upkeep = AsyncUpkeep(connector, self.k, self.options)
         self.admission = AsyncAdmission(connector, self.k, self.options, name)
+        self.flows = AsyncFlows(connector)
 
     # ----------------------------------------------------------------- helpers
     def job_key(self, job_id: str) -> str:
@@ -118,6 +120,23 @@ class AsyncQueue:
         return await self.admission.admit(job_id, payload, lane=lane, delay_ms=delay_ms,
                                           serial=serial, max_attempts=max_attempts,
                                           priority=priority, timeout_ms=timeout_ms)
+
+    async def admit_flow(self, *, parent: tuple[str, bytes],
+                         children: Sequence[tuple[str, str, bytes]],
+                         on_child_failure: str = "fail") -> bool:
+        """Admit ``parent`` = (id, payload) here, waiting for ``children`` = (queue, id,
+        payload) in any queues; released (pending) once every child ended. ``on_child_failure``:
+        'fail' (the parent dies), 'continue' (failures recorded) or 'ignore'. True admitted,
+        False a retry of this flow (decision 0034; :class:`AsyncFlows`)."""
+        return await self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure)
+
+    async def children(self, parent_id: str) -> list[FlowNode]:
+        """The children of a flow's parent here, each with its state, outcome and result."""
+        return await self.flows.children(self.name, parent_id)
+
+    async def cancel_flow(self, parent_id: str) -> bool:
+        """Cancel the flow of ``parent_id`` here and its children (:meth:`AsyncFlows.cancel`)."""
+        return await self.flows.cancel(self.name, parent_id)
 
     async def enqueue(self, job_id: str, payload: bytes) -> Verdict:
         """The protocol's name for :meth:`admit` without options (docs/protocol.md,

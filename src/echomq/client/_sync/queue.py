@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from echomq import protocol as p
 from echomq.client._sync.admission import Admission, AdmitItem
+from echomq.client._sync.flows import FlowNode, Flows
 from echomq.client._sync.results import read_progress, wait_result
 from echomq.client._sync.seam import Reply, ScriptConnector, WakeSubscription
 from echomq.client._sync.search import SearchPage, search
@@ -74,6 +75,7 @@ class Queue:
         self._job_prefix = self.k.job_prefix
         self.upkeep = Upkeep(connector, self.k, self.options)
         self.admission = Admission(connector, self.k, self.options, name)
+        self.flows = Flows(connector)
 
     # ----------------------------------------------------------------- helpers
     def job_key(self, job_id: str) -> str:
@@ -119,6 +121,23 @@ class Queue:
         return self.admission.admit(job_id, payload, lane=lane, delay_ms=delay_ms,
                                           serial=serial, max_attempts=max_attempts,
                                           priority=priority, timeout_ms=timeout_ms)
+
+    def admit_flow(self, *, parent: tuple[str, bytes],
+                         children: Sequence[tuple[str, str, bytes]],
+                         on_child_failure: str = "fail") -> bool:
+        """Admit ``parent`` = (id, payload) here, waiting for ``children`` = (queue, id,
+        payload) in any queues; released (pending) once every child ended. ``on_child_failure``:
+        'fail' (the parent dies), 'continue' (failures recorded) or 'ignore'. True admitted,
+        False a retry of this flow (decision 0034; :class:`Flows`)."""
+        return self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure)
+
+    def children(self, parent_id: str) -> list[FlowNode]:
+        """The children of a flow's parent here, each with its state, outcome and result."""
+        return self.flows.children(self.name, parent_id)
+
+    def cancel_flow(self, parent_id: str) -> bool:
+        """Cancel the flow of ``parent_id`` here and its children (:meth:`Flows.cancel`)."""
+        return self.flows.cancel(self.name, parent_id)
 
     def enqueue(self, job_id: str, payload: bytes) -> Verdict:
         """The protocol's name for :meth:`admit` without options (docs/protocol.md,

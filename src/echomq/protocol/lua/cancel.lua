@@ -22,6 +22,7 @@
 -- @include now
 -- @include release
 -- @include ended
+-- @include flows
 -- @include fence
 -- @include shape
 local bad = shape({'pending', 'delayed', 'done', 'inflight', 'meta', 'finished'}, 0, 6, 0)
@@ -32,13 +33,14 @@ local now = now_ms()
 local out, told = {}, {}
 for i = 1, #ARGV do
   local id, job = ARGV[i], KEYS[i + 6]
-  local row = redis.call('HMGET', job, 'state', 'lane')
+  local row = redis.call('HMGET', job, 'state', 'lane', 'parent')
   local set = (row[1] == 'pending' and KEYS[1]) or (row[1] == 'delayed' and KEYS[2]) or nil
   out[i] = 0
   if set and redis.call('ZREM', set, id) == 1 then
     release(KEYS[4], row[2], id)
     ended(job, KEYS[3], id, now)
     told[#told + 1] = id
+    if row[3] then flow_told(KEYS[6], id, row[3], 'cancelled') end
     out[i] = 1
   elseif row[1] == 'active' then
     redis.call('HSETNX', job, 'cancel', fmt(now))

@@ -26,6 +26,7 @@
 -- @include now
 -- @include release
 -- @include ended
+-- @include flows
 -- @include fence
 -- @include shape
 -- @include earned
@@ -39,7 +40,7 @@ end
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused = fence(KEYS[5])
 if refused then return refused end
-local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane', 'cancel')
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane', 'cancel', 'parent')
 local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
 local e = (row[1] ~= 'active' or row[2] ~= ARGV[2]) and earned(KEYS[2], tok) or 0
@@ -52,6 +53,7 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 release(KEYS[4], row[3], ARGV[1])
 redis.call('SPUBLISH', KEYS[6], ARGV[1])
 if row[4] then redis.call('HSET', KEYS[2], 'fin', '2' .. tok) end -- the verdict, for a resend
+if row[5] then flow_told(KEYS[6], ARGV[1], row[5], row[4] and 'cancelled' or 'done') end
 if row[4] then ended(KEYS[2], KEYS[3], ARGV[1], now) return 2 end -- fence: a cancel was asked
 if keep == 0 then
   redis.call('DEL', KEYS[2])

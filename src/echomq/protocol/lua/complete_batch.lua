@@ -23,6 +23,7 @@
 -- @include now
 -- @include release
 -- @include ended
+-- @include flows
 -- @include fence
 -- @include shape
 -- @include earned
@@ -47,7 +48,7 @@ local refused = fence(KEYS[4])
 if refused then return refused end
 local call, now, fin = redis.call, now_ms(), '1' .. ARGV[2]
 local at = fmt(now) -- the done score, formatted once
-local out, won, lanes, seen = {}, {}, {}, {}
+local out, won, lanes, seen, parents = {}, {}, {}, {}, {}
 for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCORE a slice)
   local ids, e = {}, math.min(s + 255, n)
   for i = s, e do ids[i - s + 1] = ARGV[3 * i] end
@@ -56,12 +57,12 @@ for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCOR
     local id, attempt, deadline = ARGV[3 * i], ARGV[3 * i + 1], deadlines[i - s + 1]
     local live = deadline ~= false and not seen[id] -- leased, and finished once
     if live then
-      local row = call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel')
+      local row = call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel', 'parent')
       live = row[1] == 'active'
       live = live and row[2] == attempt -- fence: this attempt holds it
       live = live and tonumber(deadline) >= now -- fence: the lease deadline has not passed
       out[i] = live and (row[4] and 2 or 1) or 0 -- fence: a cancel was asked: cancelled, not done
-      if live then won[#won + 1], lanes[i], seen[id] = i, row[3], true end
+      if live then won[#won + 1], lanes[i], seen[id], parents[i] = i, row[3], true, row[5] end
     else
       out[i] = 0
     end
@@ -77,6 +78,7 @@ for s = 1, #won, 256 do -- writes, in slices: ZREM/ZADD take at most 256 members
     local i = won[w]
     local job, id, result = KEYS[i + 5], ARGV[3 * i], ARGV[3 * i + 2]
     gone[#gone + 1] = id
+    if parents[i] then flow_told(KEYS[5], id, parents[i], out[i] == 2 and 'cancelled' or 'done') end
     if lanes[i] then release(KEYS[3], lanes[i], id) end
     if out[i] == 2 then
       ended(job, KEYS[2], id, now)

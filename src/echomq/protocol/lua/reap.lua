@@ -25,6 +25,7 @@
 -- @include pend
 -- @include release
 -- @include ended
+-- @include flows
 -- @include fence
 -- @include shape
 local bad = shape({'active', 'pending', 'dead', 'lanes', 'meta', 'inflight', 'wake', 'done',
@@ -43,11 +44,12 @@ for i = 2, #ARGV do
   local deadline = redis.call('ZSCORE', KEYS[1], id)
   if deadline and tonumber(deadline) <= now then -- threshold: the lease expired
     redis.call('ZREM', KEYS[1], id)
-    local row = redis.call('HMGET', job, 'state', 'failures', 'max', 'lane', 'cancel')
+    local row = redis.call('HMGET', job, 'state', 'failures', 'max', 'lane', 'cancel', 'parent')
     if row[1] and row[5] then -- fence: a cancel was asked: cancelled, not run again
       release(KEYS[6], row[4], id)
       ended(job, KEYS[8], id, now)
       cancelled, told[#told + 1] = cancelled + 1, id
+      if row[6] then flow_told(KEYS[9], id, row[6], 'cancelled') end
     elseif row[1] then
       local failures = (tonumber(row[2]) or 0) + 1
       if failures >= (tonumber(row[3]) or limit) then -- threshold: the failure limit
@@ -55,6 +57,7 @@ for i = 2, #ARGV do
         redis.call('ZADD', KEYS[3], now, id)
         release(KEYS[6], row[4], id)
         dead, told[#told + 1] = dead + 1, id
+        if row[6] then flow_told(KEYS[9], id, row[6], 'dead') end
       else
         redis.call('HSET', job, 'state', 'pending', 'failures', failures, 'error', 'lease expired')
         pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, row[4],

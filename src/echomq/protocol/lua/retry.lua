@@ -35,6 +35,7 @@
 -- @include pend
 -- @include release
 -- @include ended
+-- @include flows
 -- @include fence
 -- @include shape
 -- @include earned
@@ -56,7 +57,7 @@ local tok = ARGV[7]
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local refused = fence(KEYS[8])
 if refused then return refused end
-local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel')
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel', 'parent')
 local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
 local e = (row[1] ~= 'active' or row[2] ~= ARGV[2]) and earned(KEYS[2], tok) or 0
@@ -68,7 +69,9 @@ if tonumber(current) < now then return 0 end -- fence: the lease deadline passed
 redis.call('ZREM', KEYS[1], ARGV[1])
 if row[6] then -- fence: a cancel was asked: the job ends cancelled, never runs again
   ended(KEYS[2], KEYS[10], ARGV[1], now) redis.call('HSET', KEYS[2], 'fin', '3' .. tok)
-  release(KEYS[5], row[5], ARGV[1]) redis.call('SPUBLISH', KEYS[11], ARGV[1]) return 3
+  release(KEYS[5], row[5], ARGV[1]) redis.call('SPUBLISH', KEYS[11], ARGV[1])
+  if row[7] then flow_told(KEYS[11], ARGV[1], row[7], 'cancelled') end
+  return 3
 end
 if ARGV[6] ~= 'defer' then
   local failures = (tonumber(row[4]) or 0) + 1
@@ -79,6 +82,7 @@ if ARGV[6] ~= 'defer' then
     redis.call('ZADD', KEYS[4], now, ARGV[1])
     release(KEYS[5], row[5], ARGV[1])
     redis.call('SPUBLISH', KEYS[11], ARGV[1])
+    if row[7] then flow_told(KEYS[11], ARGV[1], row[7], 'dead') end
     return 2
   end
 end

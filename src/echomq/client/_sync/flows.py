@@ -1,0 +1,195 @@
+# Generated from echomq/client/_async/flows.py by scripts/unasync_gen.py. Do not edit.
+"""Flows: a parent job released exactly once when its children, in any queues, have ended.
+
+The protocol is docs/decisions/0034-flows.md and docs/protocol.md, "Flows". In short:
+
+* **Admission** holds every child first (``flow_hold``: its row, not claimable, names its
+  parent), then admits the parent *waiting* (``flow_admit``: the commit marker, with one
+  field per child), then starts the children (``flow_start``). A crash before the
+  parent's row leaves held children only; :meth:`Flows.repair` (upkeep) later drops
+  them after writing a tombstone that refuses the late parent, or starts them when the parent
+  exists. No child is ever runnable without its parent. A refused admission (a child id
+  taken by another job, a tombstoned parent) leaves its held children to the repair.
+* **Settling.** Every script that ends a child (complete, complete_batch, retry to dead or
+  cancelled, reap, cancel) records a notice in the child's own slot (the hash
+  ``emq:{q}:finished``). :meth:`Flows.relay` carries each notice to the parent's slot
+  (``flow_parent settle``: the child's field records its outcome once; the last one moves the
+  parent waiting -> pending), then deletes the notice (``flow_child ack``). A relay killed
+  between the two repeats the settle, which changes nothing: exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from echomq.client._sync.seam import ScriptConnector
+from echomq.core.errors import EchoMQError, InvalidArgument
+from echomq.protocol import cancel as cancel_call
+from echomq.protocol import decoders as d
+from echomq.protocol import flows as f
+from echomq.protocol import row as row_call
+from echomq.protocol.calls import Call
+from echomq.protocol.keyspace import QueueKeys
+
+__all__ = ["FlowAbandoned", "FlowNode", "Flows", "RelayReport"]
+
+REPAIR_AFTER_MS = 60_000
+"""A held child older than this is repaired: its admission is deemed dead (decision 0034)."""
+RELAY_BATCH = 128
+"""Notices one relay step reads (HSCAN COUNT) from one queue."""
+
+
+class FlowAbandoned(EchoMQError):
+    """The flow's parent was tombstoned by the repair before it was admitted (its admission
+    took longer than the repair bound): nothing of the flow runs; admit it again, new ids."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowNode:
+    """One job of a flow as read now: its queue, id, state and, for a child, the outcome
+    its parent recorded ('' while unsettled); result and error as its row keeps them."""
+
+    queue: str
+    id: str
+    state: str
+    outcome: str = ""
+    result: bytes | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayReport:
+    relayed: int = 0  # notices delivered and deleted
+    released: int = 0  # parents this step moved waiting -> pending
+    failed: int = 0  # parents this step failed (policy 'fail')
+
+
+def _ok(reply: object) -> int:
+    return int(d._raise_if_error(reply))
+
+
+class Flows:
+    """The flow verbs over one connector (every queue it reaches)."""
+
+    def __init__(self, connector: ScriptConnector) -> None:
+        self.connector = connector
+
+    def admit(self, queue: str, parent: tuple[str, bytes],
+                    children: Sequence[tuple[str, str, bytes]], *,
+                    on_child_failure: str = "fail") -> bool:
+        """Admit a flow: ``parent`` = (id, payload) in ``queue``, ``children`` = (queue, id,
+        payload) each. True when admitted, False when this exact flow was admitted before
+        (a retry). Every argument is checked before the first write."""
+        pid, payload = parent
+        pk = QueueKeys.of(queue)
+        pmember = f.member(pid, queue)
+        members = [f.member(cid, cq) for cq, cid, _ in children]
+        admit = f.flow_admit(pk, pid, payload, policy=on_child_failure, children=members)
+        holds = [f.flow_hold(QueueKeys.of(cq), cid, pay, pmember) for cq, cid, pay in children]
+        replies = self.connector.pipeline(holds)
+        for (cq, cid, _), reply in zip(children, replies, strict=True):
+            if _ok(reply) == 0:  # a duplicate: ours (a retry) or another job's id
+                row = self._row(cq, cid)
+                if row is None or d.text(row.get("parent", b"")) != pmember:
+                    # the children held so far stay held, never runnable: the parent is not
+                    # admitted, so the repair drops them (a producer deletes nothing)
+                    raise InvalidArgument(f"child {f.member(cid, cq)} is an existing job, "
+                                          "not of this flow")
+        fresh = _ok(self.connector.run(admit)) == 1
+        if not fresh:
+            prow = self._row(queue, pid)
+            if prow is None or d.text(prow.get("state", b"")) == "cancelled":
+                raise FlowAbandoned(f"flow {pmember} was abandoned by the repair; admit it anew")
+        self.connector.pipeline([f.flow_start(QueueKeys.of(cq), cid)
+                                       for cq, cid, _ in children])
+        return fresh
+
+    def _row(self, queue: str, job_id: str) -> dict[str, bytes] | None:
+        return d.decode_row(self.connector.run(row_call(QueueKeys.of(queue), job_id)))
+
+    def relay(self, queue: str, *, count: int = RELAY_BATCH) -> RelayReport:
+        """One relay step for the notices of children of ``queue``: each is settled in its
+        parent's slot, then deleted here. Safe to run by many processes at once."""
+        k = QueueKeys.of(queue)
+        reply = d._raise_if_error(self.connector.command("HSCAN", k.finished, 0, "COUNT", count))
+        notes = reply[1] if isinstance(reply, list | tuple) and len(reply) == 2 else {}
+        if isinstance(notes, list):  # a flat field/value array (RESP without redis-py's parsing)
+            notes = dict(zip(notes[::2], notes[1::2], strict=True))
+        relayed = released = failed = 0
+        for raw_id, note in notes.items():
+            cid = d.text(raw_id)
+            outcome, _, parent = d.text(note).partition(":")
+            pid, pq = f.split_member(parent)
+            try:
+                verdict = _ok(self.connector.run(f.flow_parent(
+                    QueueKeys.of(pq), "settle", pid, f.member(cid, queue), outcome)))
+            except InvalidArgument:
+                verdict = 0  # a notice no parent can take: dropped below
+            released += verdict == 2
+            failed += verdict == 3
+            relayed += _ok(self.connector.run(f.flow_child(k, "ack", cid, note)))
+        return RelayReport(relayed, released, failed)
+
+    def repair(self, queue: str, *, older_than_ms: int = REPAIR_AFTER_MS,
+                     count: int = 64) -> tuple[int, int]:
+        """Finish or undo half-admitted flows: each child of ``queue`` held longer than
+        ``older_than_ms`` is started if its parent exists, else its parent is tombstoned and
+        the child dropped. Returns (started, dropped)."""
+        k = QueueKeys.of(queue)
+        now = self.connector.server_time_ms()
+        ids = d._raise_if_error(self.connector.command(
+            "ZRANGEBYSCORE", k.held, "-inf", now - older_than_ms, "LIMIT", 0, count))
+        started = dropped = 0
+        for raw in ids:
+            cid = d.text(raw)
+            row = self._row(queue, cid)
+            if row is None or d.text(row.get("state", b"")) != "held":
+                continue
+            pid, pq = f.split_member(d.text(row.get("parent", b"")))
+            verdict = _ok(self.connector.run(f.flow_parent(QueueKeys.of(pq), "abandon", pid)))
+            if verdict == 0:  # the parent exists: the flow committed
+                started += _ok(self.connector.run(f.flow_start(k, cid)))
+            else:
+                dropped += _ok(self.connector.run(f.flow_child(k, "drop", cid)))
+        return started, dropped
+
+    def cancel(self, queue: str, parent_id: str) -> bool:
+        """Cancel a flow: a waiting parent ends cancelled (else it is cancelled as any job);
+        held children are dropped, waiting ones cancelled, running ones asked to stop.
+        True when the parent was still waiting."""
+        pk = QueueKeys.of(queue)
+        waiting = _ok(self.connector.run(f.flow_parent(pk, "cancel", parent_id))) == 1
+        if not waiting:
+            d._raise_if_error(self.connector.run(cancel_call(pk, [parent_id])))
+        calls: list[Call] = []
+        for node in self.children(queue, parent_id):
+            ck = QueueKeys.of(node.queue)
+            calls += [f.flow_child(ck, "drop", node.id), cancel_call(ck, [node.id])]
+        for reply in self.connector.pipeline(calls) if calls else []:
+            d._raise_if_error(reply)
+        return waiting
+
+    def children(self, queue: str, parent_id: str) -> list[FlowNode]:
+        """The parent's children in admission order, each as its row reads now (state
+        'gone' once retention removed it) with the outcome the parent recorded."""
+        prow = self._row(queue, parent_id)
+        if prow is None:
+            return []
+        out = []
+        for field, value in prow.items():
+            if not field.startswith("c:"):
+                continue
+            cid, cq = f.split_member(field[2:])
+            row = self._row(cq, cid) or {}
+            out.append(FlowNode(cq, cid, d.text(row.get("state", b"gone")), d.text(value),
+                                row.get("result"), d.text(row.get("error", b""))))
+        return out
+
+    def node(self, queue: str, job_id: str) -> FlowNode | None:
+        """One job as a flow node (the parent of a tree), or None."""
+        row = self._row(queue, job_id)
+        if row is None:
+            return None
+        return FlowNode(queue, job_id, d.text(row.get("state", b"")), "", row.get("result"),
+                        d.text(row.get("error", b"")))

@@ -1,0 +1,86 @@
+"""Script calls of flows (docs/decisions/0034-flows.md), pure: named parameters in, a Call out.
+
+A flow is a parent job waiting for its children, which may live in any queues (any cluster
+slots). Members name a child as ``<child id>:<child queue>``, a parent as
+``<parent id>:<parent queue>`` (ids are fixed-length branded ids without ``:``, so the
+first ``:`` splits them). Each builder is checked against its script's header at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from echomq.core import ids
+from echomq.core.errors import InvalidArgument, InvalidJobId
+from echomq.protocol.calls import Call, layout
+from echomq.protocol.keyspace import QueueKeys, check_queue
+
+__all__ = ["POLICIES", "Policy", "flow_admit", "flow_child", "flow_hold", "flow_parent",
+           "flow_start", "member", "split_member"]
+
+Policy = Literal["fail", "continue", "ignore"]
+POLICIES: tuple[str, ...] = ("fail", "continue", "ignore")
+MAX_CHILDREN = 10_000
+"""Children of one parent, at most (one admission script carries them all)."""
+
+
+def member(job_id: str, queue: str) -> str:
+    """``<id>:<queue>``: how a flow names a job of another queue; refuses bad input."""
+    if not isinstance(job_id, str) or not ids.valid(job_id):
+        raise InvalidJobId(f"not a branded id: {job_id!r}")
+    return f"{job_id}:{check_queue(queue)}"
+
+
+def split_member(text: str) -> tuple[str, str]:
+    """``(id, queue)`` of a member ``<id>:<queue>``."""
+    job_id, _, queue = text.partition(":")
+    return job_id, queue
+
+
+_HOLD = layout("flow_hold", ("job", "held", "meta"), ("id", "payload", "parent"))
+
+
+def flow_hold(k: QueueKeys, job_id: str, payload: bytes, parent: str) -> Call:
+    return Call(_HOLD, [k.job(job_id), k.held, k.meta], [job_id, payload, parent])
+
+
+_START = layout("flow_start", ("job", "held", "pending", "wake", "meta"), ("id",))
+
+
+def flow_start(k: QueueKeys, job_id: str) -> Call:
+    return Call(_START, [k.job(job_id), k.held, k.pending, k.wake, k.meta], [job_id])
+
+
+_CHILD = layout("flow_child", ("job", "held", "meta", "finished"), ("mode", "id", "note"))
+
+
+def flow_child(k: QueueKeys, mode: Literal["drop", "ack"], job_id: str,
+               note: bytes | str = "") -> Call:
+    return Call(_CHILD, [k.job(job_id), k.held, k.meta, k.finished], [mode, job_id, note])
+
+
+_ADMIT = layout("flow_admit", ("job", "waiting", "meta"),
+                ("id", "payload", "policy", "parent", "children"))
+
+
+def flow_admit(k: QueueKeys, job_id: str, payload: bytes, *, policy: str,
+               children: Sequence[str], parent: str = "") -> Call:
+    if policy not in POLICIES:
+        raise InvalidArgument(f"on_child_failure must be one of {POLICIES}, not {policy!r}")
+    if not 1 <= len(children) <= MAX_CHILDREN:
+        raise InvalidArgument(f"a flow has 1..{MAX_CHILDREN} children, not {len(children)}")
+    if len(set(children)) != len(children):
+        raise InvalidArgument("a flow names each child once")
+    return Call(_ADMIT, [k.job(job_id), k.waiting, k.meta],
+                [job_id, payload, policy, parent, *children])
+
+
+_PARENT = layout("flow_parent", ("job", "waiting", "pending", "wake", "dead", "done", "meta",
+                                 "finished"), ("mode", "id", "child", "outcome"))
+
+
+def flow_parent(k: QueueKeys, mode: Literal["settle", "abandon", "cancel"], job_id: str,
+                child: str = "", outcome: str = "") -> Call:
+    return Call(_PARENT, [k.job(job_id), k.waiting, k.pending, k.wake, k.dead, k.done, k.meta,
+                          k.finished], [mode, job_id, child, outcome])

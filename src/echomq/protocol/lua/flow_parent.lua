@@ -1,0 +1,83 @@
+#!lua flags=allow-oom
+-- name: flow_parent
+-- summary: The parent's side of a flow (docs/decisions/0034-flows.md). mode 'settle': the
+--   relay delivers a child's outcome (done, dead or cancelled); the child's field in the row
+--   records it once (a repeated notice changes nothing), and when every child is settled the
+--   parent is released, waiting -> pending, exactly once (the row counts 'released'). A
+--   failed child under policy 'fail' fails the parent (-> dead). mode 'abandon' (the repair
+--   of a held child): a parent that was never admitted gets a tombstone row ('cancelled',
+--   kept in done), so a late admission is refused and the child can be dropped. mode 'cancel': a waiting parent ends
+--   'cancelled'. A parent that ends (dead, cancelled) and has a parent of its own is noticed.
+-- KEYS[1] job: emq:{q}:job:<id>, the parent's row
+-- KEYS[2] waiting: emq:{q}:waiting
+-- KEYS[3] pending: emq:{q}:pending
+-- KEYS[4] wake: emq:{q}:wake
+-- KEYS[5] dead: emq:{q}:dead
+-- KEYS[6] done: emq:{q}:done
+-- KEYS[7] meta: emq:{q}:meta
+-- KEYS[8] finished: emq:{q}:finished (channel, and the hash of flow notices)
+-- ARGV[1] mode: 'settle', 'abandon' or 'cancel'
+-- ARGV[2] id: the parent's id
+-- ARGV[3] child: '<child id>:<child queue>' (settle; '' otherwise)
+-- ARGV[4] outcome: 'done', 'dead' or 'cancelled' (settle; '' otherwise)
+-- RETURNS: settle: 2 released | 1 counted | 3 the parent failed | 0 a repeat, or the parent
+--   no longer waits, or not its child (nothing changed); abandon: 1 tombstoned | 2 cancelled
+--   or tombstoned before | 0 the parent exists; cancel: 1 cancelled | 0 not waiting
+-- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
+--   major version; nothing written
+-- @include now
+-- @include ended
+-- @include flows
+-- @include fence
+-- @include shape
+local bad = shape({'job:' .. (ARGV[2] or ''), 'waiting', 'pending', 'wake', 'dead', 'done', 'meta',
+                   'finished'}, 4)
+if bad then return bad end
+local mode, id, outcome = ARGV[1], ARGV[2], ARGV[4]
+if mode ~= 'settle' and mode ~= 'abandon' and mode ~= 'cancel' then
+  return redis.error_reply('EMQARG mode must be settle, abandon or cancel')
+end
+if mode == 'settle' and outcome ~= 'done' and outcome ~= 'dead' and outcome ~= 'cancelled' then
+  return redis.error_reply('EMQARG outcome must be done, dead or cancelled')
+end
+local refused = fence(KEYS[7])
+if refused then return refused end
+local now = now_ms()
+local row = redis.call('HMGET', KEYS[1], 'state', 'children', 'policy', 'parent')
+if mode == 'abandon' then
+  if not row[1] then -- fence: never admitted: a tombstone refuses a late admission
+    redis.call('HSET', KEYS[1], 'state', 'cancelled', 'attempts', '0', 'error', 'flow abandoned')
+    redis.call('ZADD', KEYS[6], now, id)
+    return 1
+  end
+  return row[1] == 'cancelled' and 2 or 0
+end
+if row[1] ~= 'waiting' then return 0 end -- fence: released, failed or cancelled already
+local function finish(state)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('SPUBLISH', KEYS[8], id)
+  if row[4] then flow_told(KEYS[8], id, row[4], state) end
+end
+if mode == 'cancel' then
+  ended(KEYS[1], KEYS[6], id, now)
+  finish('cancelled')
+  return 1
+end
+local field = 'c:' .. ARGV[3]
+if redis.call('HGET', KEYS[1], field) ~= '' then return 0 end -- fence: a repeat, or not a child
+redis.call('HSET', KEYS[1], field, outcome)
+if outcome ~= 'done' and row[3] ~= 'ignore' then redis.call('HINCRBY', KEYS[1], 'failed', 1) end
+if outcome ~= 'done' and row[3] == 'fail' then -- the policy: a failed child fails the parent
+  redis.call('HSET', KEYS[1], 'state', 'dead', 'error', 'child ' .. ARGV[3] .. ' ' .. outcome)
+  redis.call('ZADD', KEYS[5], now, id)
+  finish('dead')
+  return 3
+end
+local settled = redis.call('HINCRBY', KEYS[1], 'settled', 1)
+if settled < tonumber(row[2]) then return 1 end -- threshold: children still running
+redis.call('ZREM', KEYS[2], id)
+redis.call('HSET', KEYS[1], 'state', 'pending')
+redis.call('HINCRBY', KEYS[1], 'released', 1) -- the server's own count of releases: 1, ever
+redis.call('ZADD', KEYS[3], 0, id)
+if redis.call('ZCARD', KEYS[3]) == 1 then redis.call('SPUBLISH', KEYS[4], id) end
+return 2

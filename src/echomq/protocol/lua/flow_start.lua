@@ -1,0 +1,25 @@
+#!lua flags=allow-oom
+-- name: flow_start
+-- summary: A held child of a flow becomes pending: its parent is admitted (the producer's
+--   last admission step, or the repair's; docs/decisions/0034-flows.md). A child in any
+--   other state is left as it is, so a repeated start changes nothing.
+-- KEYS[1] job: emq:{q}:job:<id>
+-- KEYS[2] held: emq:{q}:held
+-- KEYS[3] pending: emq:{q}:pending
+-- KEYS[4] wake: emq:{q}:wake, told the id when pending stops being empty
+-- KEYS[5] meta: emq:{q}:meta
+-- ARGV[1] id: the child's id
+-- RETURNS: 1 started | 0 not held (nothing changed)
+-- ERRORS: EMQKEYS keys not this id's queue; EMQVERSION another major version; nothing written
+-- @include fence
+-- @include shape
+local bad = shape({'job:' .. (ARGV[1] or ''), 'held', 'pending', 'wake', 'meta'}, 1)
+if bad then return bad end
+local refused = fence(KEYS[5])
+if refused then return refused end
+if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end -- fence: only a held child
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'state', 'pending')
+redis.call('ZADD', KEYS[3], 0, ARGV[1])
+if redis.call('ZCARD', KEYS[3]) == 1 then redis.call('SPUBLISH', KEYS[4], ARGV[1]) end
+return 1
