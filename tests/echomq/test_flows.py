@@ -242,3 +242,17 @@ def test_echomq_flow_prints_the_tree_with_each_state(valkey_url: str, qname: str
         assert run.exit_code == 4 and "no such job" in run.stderr and "Traceback" not in run.stderr
     finally:
         conn.close()
+
+
+async def test_a_notice_for_a_parent_of_another_major_version_waits_and_stops_nothing(
+        queue: AsyncQueue) -> None:
+    other = AsyncQueue(queue.connector, other_slot(queue.name))
+    pid, _ = await _flow(queue, other, n_other=1, n_same=0)
+    await _finish_all(other, 1)
+    c = queue.connector
+    await c.command("HSET", queue.k.meta, "protocol", "echomq:4.0.0")
+    assert (await other.flows.relay(other.name)).relayed == 0  # kept, and no error raised
+    assert await c.command("HLEN", other.k.finished) == 1
+    await c.command("HSET", queue.k.meta, "protocol", "echomq:3.0.0")
+    assert (await other.flows.relay(other.name)).released == 1
+    assert await _state(queue, pid) == "pending"

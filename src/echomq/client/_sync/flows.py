@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from echomq.client._sync.seam import ScriptConnector
-from echomq.core.errors import EchoMQError, InvalidArgument
+from echomq.core.errors import EchoMQError, InvalidArgument, ProtocolVersionError
 from echomq.protocol import cancel as cancel_call
 from echomq.protocol import decoders as d
 from echomq.protocol import flows as f
@@ -126,6 +126,8 @@ class Flows:
                     QueueKeys.of(pq), "settle", pid, f.member(cid, queue), outcome)))
             except InvalidArgument:
                 verdict = 0  # a notice no parent can take: dropped below
+            except ProtocolVersionError:
+                continue  # the parent's queue speaks another major version: kept for later
             released += verdict == 2
             failed += verdict == 3
             relayed += _ok(self.connector.run(f.flow_child(k, "ack", cid, note)))
