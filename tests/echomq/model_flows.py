@@ -192,7 +192,9 @@ class FlowMachine(RuleBasedStateMachine):
             self.leases[(q, lease.id)] = lease
 
     def _end(self, data: st.DataObject, how: str) -> None:
-        key = data.draw(st.sampled_from(sorted(self.leases)), label="lease")
+        self._end_lease(data.draw(st.sampled_from(sorted(self.leases)), label="lease"), how)
+
+    def _end_lease(self, key: Key, how: str) -> None:
         lease, node = self.leases.pop(key), self.ref.nodes[key]
         queue = self.qs[key[0]]
         if how == "complete":
@@ -240,6 +242,24 @@ class FlowMachine(RuleBasedStateMachine):
             self.ref.ended(key, "cancelled")
         else:
             node.cancel = True
+
+    @precondition(lambda self: any(n.parent for n in self.ref.nodes.values() if n.state == "pending"))
+    @rule(data=st.data(), complete=st.booleans())
+    def cancel_running_child(self, data: st.DataObject, complete: bool) -> None:
+        """A child is claimed, asked to stop, and its attempt ends (complete or fail): it
+        ends cancelled, and its notice says so."""
+        q = data.draw(st.sampled_from(self.names), label="queue")
+        if not self._ids("pending", q):
+            return
+        got = self.qs[q].claim(1, lease_ms=LONG)
+        assert [x.id for x in got] == [self._ids("pending", q)[0][1]]
+        key = (q, got[0].id)
+        self.ref.nodes[key].state = "active"
+        self.leases[key] = got[0]
+        self.qs[q].cancel([got[0].id])
+        self.ref.nodes[key].cancel = True
+        self._end_lease(key, "complete" if complete else "fail")
+        self.reached.add("cancelled while running")
 
     # ------------------------------------------------------------- the relay
     @rule(data=st.data())
