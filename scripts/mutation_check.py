@@ -124,7 +124,7 @@ MUTANTS: list[Mutant] = [
            "strict priority bands (a lower level could starve)"),
     Mutant("pend: priority ignored", "include/pend.lua",
            "score = score - prio * AGE", "score = score", "priority not applied"),
-    # flows (decision 0034): killed by the flow machine (tests/echomq/model_flows.py)
+    # flows (decision 0038): killed by the flow machine (tests/echomq/model_flows.py)
     Mutant("flow_parent: releases without the last child", "flow_parent.lua",
            "if settled < tonumber(row[2]) then return 1 end",
            "if settled < tonumber(row[2]) - 1 then return 1 end", "release one child early"),

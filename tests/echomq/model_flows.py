@@ -1,4 +1,4 @@
-"""The model-based test of flows (docs/decisions/0034-flows.md): random interleavings of flow
+"""The model-based test of flows (docs/decisions/0038-flows.md): random interleavings of flow
 admission (whole, or cut short as by a crash), claims, completions, failures, cancels, relay
 steps (whole, or cut between settle and ack as by a kill), repair and flow cancellation, on
 two queues in different cluster slots, checked after every step against ``FlowRef``.

@@ -162,7 +162,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     assert await c.run(import_row(mk, done, "done", 1.5e12, False, {"state": b"done"})) == 1
     assert await c.run(rows_exist(mk, [held, done, generate("JOB")])) == [1, 1, 0]
     assert await c.run(unload_row(mk, held)) == 1
-    # A flow (decision 0034): children end by complete, complete_batch, retry to dead, reap
+    # A flow (decision 0038): children end by complete, complete_batch, retry to dead, reap
     # to dead and cancel; the relay settles and acks; the repair tombstones and drops.
     fq = AsyncQueue(c, qname + "-f", options=QueueOptions(max_attempts=1))  # type: ignore[arg-type]
     pid = generate("JOB")

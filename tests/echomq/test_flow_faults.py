@@ -1,4 +1,4 @@
-"""Flows under kill -9 (decision 0034), on one server and on the 3+3 cluster: 200 flows of
+"""Flows under kill -9 (decision 0038), on one server and on the 3+3 cluster: 200 flows of
 1-50 children over two queues on different cluster slots, drained by three consumer
 processes and one relay-only process, one of which is killed with SIGKILL (and restarted)
 every 0.2-0.6 s. At the end every parent has been released exactly once (its row's

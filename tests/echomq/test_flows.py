@@ -1,4 +1,4 @@
-"""Flows (docs/decisions/0034-flows.md), on one server and on the 3+3 cluster: a parent
+"""Flows (docs/decisions/0038-flows.md), on one server and on the 3+3 cluster: a parent
 waits for children in two queues on different cluster slots, is released exactly once after
 the last child ended, follows its failure policy, survives a relay repeated after a crash
 between its two steps, and a half-admitted flow is repaired (dropped or finished)."""

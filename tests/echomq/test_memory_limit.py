@@ -48,7 +48,7 @@ DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
           "pause", "limits",  # the claim gate's controls: an operator can pause or limit at the limit
           "unload_row",  # removes a moved row from a retired shard (decision 0032)
-          # start/drop/ack a child, settle/cancel a parent (decision 0034)
+          # start/drop/ack a child, settle/cancel a parent (decision 0038)
           "flow_start", "flow_child", "flow_parent"}
 READS = {"browse", "info", "peek", "pending_size", "row", "search", "search_rows", "stats",
          "rows_exist"}  # an online reshard's admission check (decision 0032)

@@ -82,7 +82,7 @@ def run_flow_machine(url: str, cluster: bool, *, examples: int, steps: int, **ex
 
 @pytest.mark.timeout(600)
 def test_flows_match_their_model(backend: str, backend_url: str) -> None:
-    """Flows on two queues in different slots (decision 0034): every parent released at
+    """Flows on two queues in different slots (decision 0038): every parent released at
     most once, only when every child settled, whatever the interleaving of admissions cut
     short, relays killed between settle and ack, repairs, cancels and failures."""
     FlowMachine.reached.clear()

@@ -161,7 +161,7 @@ async def test_each_role_is_refused_what_it_does_not_need(as_role: Any, admin: r
 async def test_a_flow_runs_as_a_producer_and_a_worker_of_both_queues(
         server: EmbeddedValkey, admin: redis.Redis) -> None:
     """A producer admits a flow over two queues and a worker relays and repairs it, each
-    with only its role's rules on those two queues (decision 0034)."""
+    with only its role's rules on those two queues (decision 0038)."""
     other = Q + "-kids"
     for role in ("producer", "worker"):
         admin.execute_command(*setuser(f"flow-{role}", f"pw-{role}", role, queues=[Q, other]))

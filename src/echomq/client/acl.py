@@ -62,12 +62,12 @@ _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slot
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "producer": (("fence", "admit", "enqueue", "enqueue_batch", "row", "trace_attach",  # + flows:
-                  "flow_hold", "flow_admit", "flow_start"),  # admit_flow (decision 0034); results:
+                  "flow_hold", "flow_admit", "flow_start"),  # admit_flow (decision 0038); results:
                  ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
     "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
                 "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",
                 "schedule", "admit", "row", "trace_attach",  # admit: a schedule's tick admits its job
-                "flow_parent", "flow_child", "flow_start"),  # flow relay, repair (decision 0034)
+                "flow_parent", "flow_child", "flow_start"),  # flow relay, repair (decision 0038)
                ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait", "hscan",
                 "zrangebyscore"), True),
     "dashboard": (("fence", "stats", "browse", "info", "pending_size", "peek", "row", "requeue",

@@ -1,4 +1,4 @@
-"""``echomq flow QUEUE ID``: a flow as a tree, each node with its state (decision 0034).
+"""``echomq flow QUEUE ID``: a flow as a tree, each node with its state (decision 0038).
 
     echomq flow QUEUE ID      the parent, then each child (and its children) with its state
                               and the outcome the parent recorded for it; exit 4: no such job

@@ -1,4 +1,4 @@
-"""Script calls of flows (docs/decisions/0034-flows.md), pure: named parameters in, a Call out.
+"""Script calls of flows (docs/decisions/0038-flows.md), pure: named parameters in, a Call out.
 
 A flow is a parent job waiting for its children, which may live in any queues (any cluster
 slots). Members name a child as ``<child id>:<child queue>``, a parent as

@@ -118,9 +118,9 @@ class QueueKeys:
     lane_rate: str
     lane_seen: str
     finished: str  # shard channel: the ids of jobs that ended (results, decision 0023)
-    # and, as a hash of the same name, the flow notices of children that ended (decision 0034)
-    waiting: str  # flow parents waiting for their children (decision 0034)
-    held: str  # flow children admitted before their parent, not claimable yet (decision 0034)
+    # and, as a hash of the same name, the flow notices of children that ended (decision 0038)
+    waiting: str  # flow parents waiting for their children (decision 0038)
+    held: str  # flow children admitted before their parent, not claimable yet (decision 0038)
     job_prefix: str
 
     @classmethod

@@ -48,7 +48,7 @@ class UpkeepDuty:
             got = await self._memory_full(True)
         else:
             await self._memory_full(False)
-        await q.flows.relay(q.name)  # every consumer, every beat: idempotent (decision 0034)
+        await q.flows.relay(q.name)  # every consumer, every beat: idempotent (decision 0038)
         if not got:
             return
         self.beats += 1

@@ -1,7 +1,7 @@
 # Generated from echomq/client/_async/flows.py by scripts/unasync_gen.py. Do not edit.
 """Flows: a parent job released exactly once when its children, in any queues, have ended.
 
-The protocol is docs/decisions/0034-flows.md and docs/protocol.md, "Flows". In short:
+The protocol is docs/decisions/0038-flows.md and docs/protocol.md, "Flows". In short:
 
 * **Admission** holds every child first (``flow_hold``: its row, not claimable, names its
   parent), then admits the parent *waiting* (``flow_admit``: the commit marker, with one
@@ -35,7 +35,7 @@ from echomq.protocol.keyspace import QueueKeys
 __all__ = ["FlowAbandoned", "FlowNode", "Flows", "RelayReport"]
 
 REPAIR_AFTER_MS = 60_000
-"""A held child older than this is repaired: its admission is deemed dead (decision 0034)."""
+"""A held child older than this is repaired: its admission is deemed dead (decision 0038)."""
 RELAY_BATCH = 128
 """Notices one relay step reads (HSCAN COUNT) from one queue."""
 

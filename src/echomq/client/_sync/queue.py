@@ -128,7 +128,7 @@ class Queue:
         """Admit ``parent`` = (id, payload) here, waiting for ``children`` = (queue, id,
         payload) in any queues; released (pending) once every child ended. ``on_child_failure``:
         'fail' (the parent dies), 'continue' (failures recorded) or 'ignore'. True admitted,
-        False a retry of this flow (decision 0034; :class:`Flows`)."""
+        False a retry of this flow (decision 0038; :class:`Flows`)."""
         return self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure)
 
     def children(self, parent_id: str) -> list[FlowNode]:

@@ -1,7 +1,7 @@
 #!lua
 -- name: flow_admit
 -- summary: Admit the parent of a flow *waiting* (not claimable), after its children are
---   held: this row is the flow's commit marker (docs/decisions/0034-flows.md). The row holds
+--   held: this row is the flow's commit marker (docs/decisions/0038-flows.md). The row holds
 --   the child count ('children'), the count settled so far ('settled'), the failure policy
 --   ('policy': fail, continue or ignore), optionally its own parent, and one field per child
 --   'c:<child id>:<child queue>' (its outcome once settled, '' before). The parent enters the

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- name: flow_child
--- summary: The child's side of a flow for workers (docs/decisions/0034-flows.md). mode
+-- summary: The child's side of a flow for workers (docs/decisions/0038-flows.md). mode
 --   'drop': a held child is deleted (its parent never was admitted, or was cancelled); any
 --   other state is left as it is. mode 'ack': the relay delivered the child's notice; it is
 --   deleted from the finished hash if it still reads note (a newer notice stays).

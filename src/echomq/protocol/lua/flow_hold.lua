@@ -2,7 +2,7 @@
 -- name: flow_hold
 -- summary: Admit one child of a flow *held*: its row (state 'held', the payload, its parent)
 --   and its place in the held set land together, and it is not claimable (docs/decisions/
---   0034-flows.md). It becomes pending only when its parent is admitted (flow_start),
+--   0038-flows.md). It becomes pending only when its parent is admitted (flow_start),
 --   or is dropped by the repair when its parent never was. Refuses a non-JOB id before any
 --   write and a duplicate id without writing.
 -- KEYS[1] job: emq:{q}:job:<id>

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- name: flow_parent
--- summary: The parent's side of a flow (docs/decisions/0034-flows.md). mode 'settle': the
+-- summary: The parent's side of a flow (docs/decisions/0038-flows.md). mode 'settle': the
 --   relay delivers a child's outcome (done, dead or cancelled); the child's field in the row
 --   records it once (a repeated notice changes nothing), and when every child is settled the
 --   parent is released, waiting -> pending, exactly once (the row counts 'released'). A

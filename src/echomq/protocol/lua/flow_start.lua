@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- name: flow_start
 -- summary: A held child of a flow becomes pending: its parent is admitted (the producer's
---   last admission step, or the repair's; docs/decisions/0034-flows.md). A child in any
+--   last admission step, or the repair's; docs/decisions/0038-flows.md). A child in any
 --   other state is left as it is, so a repeated start changes nothing.
 -- KEYS[1] job: emq:{q}:job:<id>
 -- KEYS[2] held: emq:{q}:held
