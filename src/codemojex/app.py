@@ -20,7 +20,10 @@ or run it with :func:`echomq.runtime.supervisor.run_until_signal`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from codemojex.cache import CacheTier
+from codemojex.service.codec import GuessJob
 from codemojex.service.context import Services
 from codemojex.service.reconcile import Reconciler
 from codemojex.service.relay import Relay
@@ -39,17 +42,19 @@ class App:
     def __init__(self, services: Services, *, delivery: Delivery | None = None,
                  relay_interval_s: float = 0.5, relay_min_age_ms: int = 2000,
                  reconciler: Reconciler | None = None,
-                 options: dict[str, ConsumerOptions] | None = None) -> None:
+                 options: dict[str, ConsumerOptions] | None = None,
+                 on_score: Callable[[str, GuessJob, int], Awaitable[object]] | None = None) -> None:
         if services.cache is None:
             services.cache = CacheTier(services.connector, suffix=services.suffix)
         self.services = services
         self.cache = services.cache
         self.delivery = delivery or ConsoleDelivery(write=None)
-        self.scorer = ScoreWorker(services)
+        self.scorer = ScoreWorker(services, on_score=on_score)
         self.settler = SettleWorker(services)
         self.notifier = NotifyWorker(self.delivery, pool=services.pool)
         self.relay = Relay(services, interval_s=relay_interval_s, min_age_ms=relay_min_age_ms)
-        self.reconciler = reconciler or Reconciler(services)
+        # Scores told in batches (``on_score``) have no note per guess for it to look for.
+        self.reconciler = reconciler or Reconciler(services, renotify=on_score is None)
         # ``options`` overrides a consumer's options by child name (tests shorten backoffs).
         opts = {"notify": notify.OPTIONS, "score": score.OPTIONS, "settle": settle.OPTIONS}
         opts |= options or {}

@@ -38,8 +38,13 @@ def cluster_url(cluster: LocalCluster) -> str:
 
 @contextlib.contextmanager
 def started_servers(console: Console, data: DataDir | None = None, *,
-                    cluster: bool = False) -> Iterator[tuple[str, str]]:
-    """Yield ``(valkey_url, postgres_url)``; embedded servers are stopped on exit."""
+                    cluster: bool = False, durable: bool = False) -> Iterator[tuple[str, str]]:
+    """Yield ``(valkey_url, postgres_url)``; embedded servers are stopped on exit.
+
+    ``durable``: the embedded Valkey syncs its AOF on every write (``appendfsync always``)
+    instead of every second, so a kill -9 of the server loses no acknowledged write (no
+    finished job comes back, no sent marker is lost): the bot's choice, whose writes are
+    few enough that a slower write is not felt."""
     with contextlib.ExitStack() as stack:
         if data is not None:
             for what in data.stop_orphans():
@@ -64,7 +69,8 @@ def started_servers(console: Console, data: DataDir | None = None, *,
                     "cluster": [{"pid": n.pid, "port": n.port} for n in nodes.nodes]})
         elif url is None:
             with console.status("starting embedded Valkey"):
-                valkey = EmbeddedValkey(data_dir=data.valkey_dir if data else None)
+                valkey = EmbeddedValkey(data_dir=data.valkey_dir if data else None,
+                                        extra={"appendfsync": "always"} if durable else None)
                 # The data directory is the user's: stop the server, never remove its data.
                 stack.callback(valkey.stop if data else valkey.cleanup)
                 valkey.start()

@@ -18,7 +18,7 @@ GUESS = "😀😎🤖👻🍕🐶"  # typed without spaces; positions 0, 1, 2, 3
 def _replies(api: StandIn, chat: int) -> list[str]:
     """What the chat saw, without the score notes (they come from the score consumer,
     concurrently with the command replies)."""
-    return [t for t in api.texts(chat) if "scored" not in t]
+    return [t for t in api.texts(chat) if not t.startswith("📊")]
 
 
 async def test_a_scripted_conversation_gets_the_expected_replies_in_order(services: Services) -> None:
@@ -34,7 +34,7 @@ async def test_a_scripted_conversation_gets_the_expected_replies_in_order(servic
         await api.push(api.button_update(ada, "/quick", name="Ada"))
         await until(lambda: len(_replies(api, ada)) == 13 and len(_replies(api, bob)) == 3,
                     what="every reply")
-        await until(lambda: any("scored" in t for t in api.texts(ada)), what="the score note")
+        await until(lambda: any(t.startswith("📊") for t in api.texts(ada)), what="the score notice")
         a, b = _replies(api, ada), _replies(api, bob)
         assert "You got 15 starting coins" in a[0] and "Balance: 15 coins" in a[0]
         assert f"Round {rid[-6:]} is open" in a[1] and "😀 😎 🤖" in a[1]  # the set, shown
@@ -51,8 +51,9 @@ async def test_a_scripted_conversation_gets_the_expected_replies_in_order(servic
         assert "Not enough coins" in a[12]  # the quick-pick button, with 5 coins left
         assert "You got 15 starting coins" in b[0] and "is open" in b[1]
         assert b[2] == "💰 Your balance: 15 coins."
-        (scored,) = [t for t in api.texts(ada) if "scored" in t]
-        assert f"scored {score(SECRET, ('😀', '😎', '🤖', '👻', '🍕', '🐶')).total}/600" in scored
+        (scored,) = [t for t in api.texts(ada) if t.startswith("📊")]  # one per player per round
+        total = score(SECRET, ("😀", "😎", "🤖", "👻", "🍕", "🐶")).total
+        assert f"😀 😎 🤖 👻 🍕 🐶 — {total}\nBest: {total}/600" in scored
         assert len(api.callbacks) == 2  # both button presses answered
         assert await balance(services.pool, f"tg:{ada}") == 5  # charged once, for the one valid guess
         assert len(api.sent) == len(api.requests)  # nothing refused, nothing sent twice

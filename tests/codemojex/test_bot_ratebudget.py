@@ -1,5 +1,5 @@
 """The shared rate budget under a burst, at Telegram's numbers: 30 messages/s for the
-bot and 1/s per chat (the production :class:`BudgetOptions`, its 100 ms margin included),
+bot and 1/s per chat (the production :class:`BudgetOptions`, its 250 ms margin included),
 kept by EchoMQ's claim gate as the notifications queue's rate limits. 150 notes to 50
 chats through two notifiers (each its own Valkey connection and Telegram client). Every
 grant is a lease, and its time is the **server clock's** (the lease deadline the claim
@@ -60,7 +60,7 @@ async def test_a_burst_holds_telegrams_budget_rides_out_429s_and_loses_nothing(
     assert (opts.overall, opts.per_chat, opts.window_ms) == (30, 1, WINDOW_MS)
     grants: list[tuple[int, int]] = []
     gate = await apply_budget(services.notifications, opts)
-    assert (gate.rate, gate.lane_rate) == (RateLimit(30, 1100), RateLimit(1, 1100))
+    assert (gate.rate, gate.lane_rate) == (RateLimit(30, 1250), RateLimit(1, 1250))
     chats = [7_000_000 + i for i in range(CHATS)]
     items = [(generate("JOB"), encode(Note("bot", f"tg:{c}", "", f"chat {c} note {n}")), f"tg:{c}")
              for n in range(PER_CHAT) for c in chats]

@@ -7,7 +7,12 @@ commands    the command consumer: runs a command, admits replies onto ``cm.notif
 telegram    the Telegram Delivery (aiogram ``Bot`` as a client), classifying each send
 ratebudget  the notify queue's rate limits: Telegram's 30/s overall, 1/s per chat (EchoMQ's claim gate)
 standin     a local Bot API stand-in for tests and the demo (loopback only)
-runtime     ``BotApp``: the game's tree plus the bot's children
+runtime     ``BotApp``: the game's tree plus the bot's children; ``BotApp.run`` is the one
+            way to run the bot (every entry point and test goes through it)
+upkeep      the loop that starts or resumes the series, keeps the budget set, runs the duties
+announce    one score notice and one result per player per round
+admin       the operators' commands; metrics: the game's Prometheus metrics
+catalogue   every text, in English and Spanish
 inbound replies     pure parsing, texts and keyboards (every read and write goes through
                     :mod:`codemojex.service`)
 
@@ -22,6 +27,7 @@ from codemojex.bot.ratebudget import BudgetOptions, apply_budget
 from codemojex.bot.runtime import BotApp, BotSettings, ensure_rounds
 from codemojex.bot.standin import StandIn
 from codemojex.bot.telegram import BotState, TelegramDelivery, make_bot
+from codemojex.bot.upkeep import Upkeep
 from codemojex.bot.webhook import WebhookServer, webhook_app
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "Poller",
     "StandIn",
     "TelegramDelivery",
+    "Upkeep",
     "WebhookServer",
     "apply_budget",
     "commands_queue",

@@ -1,8 +1,12 @@
 """``codemojex bot``: run the Telegram bot (polling or webhook), or a demo on the stand-in.
 
-It starts embedded Valkey and PostgreSQL unless ``ECHOMQ_URL`` / ``CODEMOJEX_DATABASE_URL``
-name external ones, migrates the wallet, starts a series of rounds unless one is being
-played, and runs :class:`~codemojex.bot.runtime.BotApp` until SIGINT/SIGTERM.
+It starts embedded Valkey and PostgreSQL on the data directory (``--data``, default
+``.codemojex/``, as ``codemojex play``; a server a crashed run left behind is stopped first)
+unless ``ECHOMQ_URL`` / ``CODEMOJEX_DATABASE_URL`` name external ones, migrates the wallet,
+and runs :class:`~codemojex.bot.runtime.BotApp` with :meth:`~codemojex.bot.runtime.BotApp.run`
+(the one way to run the bot: the rate budget is set inside its tree) until SIGINT/SIGTERM.
+The bot's series is recorded in the data directory before its first round opens, so a
+restart resumes it (:mod:`codemojex.bot.series`).
 ``--standin`` runs everything against the local Bot API stand-in and plays a short
 scripted conversation, printing what the bot answers: no token, no internet.
 """
@@ -18,9 +22,13 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
+from codemojex.datadir import DEFAULT_DIR
+
 if TYPE_CHECKING:
     from codemojex.bot.runtime import BotApp
     from codemojex.bot.standin import StandIn
+    from codemojex.datadir import DataDir
+    from codemojex.service.series import SeriesSettings
 
 __all__ = ["bot"]
 
@@ -33,62 +41,103 @@ DEMO = ["/start", "/round", "😀 😎 🤖 👻 🐱 🐶", "hello", "/quick", 
 @click.option("--webhook", "webhook_url", help="public HTTPS URL Telegram should POST updates to")
 @click.option("--secret", envvar="CODEMOJEX_WEBHOOK_SECRET", help="webhook secret token (A-Z a-z 0-9 _ -)")
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, help="webhook server address")
-@click.option("--api-base", help="Bot API server base URL (default: Telegram's)")
+@click.option("--api-base", envvar="CODEMOJEX_BOT_API_BASE",
+              help="Bot API server base URL (default: Telegram's)")
+@click.option("--admins", envvar="CODEMOJEX_ADMINS", default="",
+              help="Telegram user ids allowed the operators' commands, comma-separated")
+@click.option("--metrics-port", envvar="CODEMOJEX_METRICS_PORT", type=click.IntRange(0, 65535), default=None,
+              help="serve the game's Prometheus metrics on 127.0.0.1:PORT")
 @click.option("--standin", is_flag=True, help="demo against the local Bot API stand-in")
-@click.option("--round-seconds", default=300.0, show_default=True, help="how long each round is open")
-@click.option("--price", default=10, show_default=True, help="coins per guess")
+@click.option("--data", "data_dir", default=DEFAULT_DIR, show_default=True, type=click.Path(file_okay=False),
+              help="where the embedded servers keep their data and the bot its series")
+@click.option("--cluster", is_flag=True, help="run on a local Valkey Cluster (3 primaries, 3 replicas)")
+@click.option("--round-seconds", default=300.0, show_default=True, type=click.FloatRange(0.5, 86_400.0),
+              help="how long each round is open")
+@click.option("--rounds", default=10_000, show_default=True, type=click.IntRange(1, 10**9),
+              help="rounds in the series")
+@click.option("--price", default=10, show_default=True, type=click.IntRange(1, 10**9),
+              help="coins per guess")
 @click.option("-v", "--verbose", is_flag=True)
 def bot(token: str | None, mode: str, webhook_url: str | None, secret: str | None, listen: str,
-        api_base: str | None, standin: bool, round_seconds: float, price: int, verbose: bool) -> None:
-    """Run the Telegram bot (see docs/operating.md: "Play in Telegram")."""
+        api_base: str | None, admins: str, metrics_port: int | None, standin: bool, data_dir: str,
+        cluster: bool, round_seconds: float, rounds: int, price: int, verbose: bool) -> None:
+    """Run the Telegram bot (see README: "Run the bot for real").
+
+    The servers' data and the bot's series stay in --data: run the same command again
+    after a crash (kill -9 included) and the bot resumes its series on the same wallets.
+    """
+    from codemojex.bot.admin import parse_admins
+    from codemojex.bot.commands import DAILY_COINS, START_COINS
     from codemojex.bot.runtime import BotSettings
+    from codemojex.datadir import DataDir
     from codemojex.servers import started_servers
+    from codemojex.service.series import SeriesSettings
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
     if not standin and not token:
         raise click.UsageError("--token (or CODEMOJEX_BOT_TOKEN) is required, or use --standin")
     host, _, port = listen.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"{listen!r} is not HOST:PORT", param_hint="--listen")
+    try:
+        admin_ids = parse_admins(admins)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--admins") from None
     settings = None
     if not standin:
         assert token is not None
         settings = BotSettings(token=token, api_base=api_base, mode="webhook" if webhook_url else "polling",
                                webhook_url=webhook_url, secret=secret, listen_host=host or "127.0.0.1",
-                               listen_port=int(port))
+                               listen_port=int(port), admins=admin_ids, metrics_port=metrics_port)
+    plan = SeriesSettings(round_ms=int(round_seconds * 1000), price=price, rounds=rounds,
+                          start_grant=START_COINS, daily_topup=DAILY_COINS)
     console = Console()
-    with started_servers(console) as (url, pg_url):
-        ok = asyncio.run(_main(url, pg_url, settings, round_seconds, price, console))
+    data = DataDir(data_dir)
+    kept = data.load().get("bot_topology")
+    if isinstance(kept, dict) and "cluster" in kept:  # a series resumes where it was played
+        if cluster and kept["cluster"] is False:
+            raise click.UsageError(f"the bot's series in {data.path} runs on one Valkey: "
+                                   "start it without --cluster")
+        cluster = bool(kept["cluster"])
+    else:
+        data.update(bot_topology={"cluster": cluster})
+    # durable: a Valkey killed loses no acknowledged write, so no answer is sent twice
+    with started_servers(console, data, cluster=cluster, durable=True) as (url, pg_url):
+        ok = asyncio.run(_main(url, pg_url, settings, plan, data, console))
     sys.exit(0 if ok else 1)
 
 
-async def _main(valkey_url: str, pg_url: str, settings: object, round_s: float, price: int,
+async def _main(valkey_url: str, pg_url: str, settings: object, plan: SeriesSettings, data: DataDir,
                 console: Console) -> bool:
-    from codemojex.bot.runtime import BotApp, BotSettings, ensure_rounds
+    from codemojex.bot.runtime import BotApp, BotSettings
     from codemojex.bot.standin import StandIn
     from codemojex.pg import open_pool
-    from codemojex.service import RoundPlan, Services
+    from codemojex.service import Services
     from codemojex.wallet import migrate
-    from echomq import connect_async, run_until_signal
+    from echomq import connect_async
 
     pool = await open_pool(pg_url, min_size=2, max_size=16)
     connector = connect_async(valkey_url)
     try:
         await migrate(pool)
         services = Services(pool, connector)
-        plan = RoundPlan(count=10_000, duration_ms=int(round_s * 1000), price=price)
-        if await ensure_rounds(services, plan):
-            console.print(f"started a series of {round_s:g}-second rounds")
+
         if isinstance(settings, BotSettings):
-            app = BotApp(services, settings)
-            console.print(f"[bold]codemojex bot[/] ({settings.mode}); Ctrl-C stops it")
+            app = BotApp(services, settings, series=plan)
+            console.print(f"[bold]codemojex bot[/] ({settings.mode}), data in {data.path}; Ctrl-C stops it")
             try:
-                await run_until_signal(app.supervisor)
+                await app.run(until_signal=True)
             finally:
                 await app.aclose()
+                d = app.delivery
+                console.print(f"codemojex bot: stopped; {d.sent} messages sent, {d.retried_after} answered"
+                              f" 429, {d.stale} leases too old to use, {d.held_locally} held by the local"
+                              " window")
             return True
         async with StandIn() as api:
             demo = BotSettings(token=api.token, api_base=api.base, poll_timeout_s=1)
-            return await _demo(BotApp(services, demo), api, console)
+            return await _demo(BotApp(services, demo, series=plan), api, console)
     finally:
         await connector.aclose()
         await pool.close()
@@ -101,8 +150,8 @@ async def _demo(app: BotApp, api: StandIn, console: Console) -> bool:
     tree = asyncio.create_task(app.run())
     user = 100_000 + os.getpid()
 
-    def answers() -> list[str]:  # score notes come from the score consumer, in their own time
-        return [t for t in api.texts(user) if "scored" not in t]
+    def answers() -> list[str]:  # the score notice comes from the score consumer, in its own time
+        return [t for t in api.texts(user) if not t.startswith("📊")]
 
     async def has_round() -> bool:
         return await current_round(app.services) is not None
@@ -122,7 +171,7 @@ async def _demo(app: BotApp, api: StandIn, console: Console) -> bool:
             await wait_for(answered, timeout_s=15, what=f"the answer to {text!r}")
             for reply in answers()[seen:]:
                 console.print(f"[bold green]bot:[/] {reply}\n")
-            scores = [t for t in api.texts(user) if "scored" in t]
+            scores = [t for t in api.texts(user) if t.startswith("📊")]
             for note in scores[shown_scores:]:
                 console.print(f"[bold magenta]bot (score):[/] {note}\n")
             shown_scores = len(scores)

@@ -8,8 +8,9 @@
   ``update_id``, so a redelivered update (Telegram retries a webhook until it gets
   a 2xx; ``getUpdates`` repeats unconfirmed updates) is refused as DUPLICATE.
 * :func:`parse_command` reads what a player typed or tapped: ``/start``,
-  ``/round``, ``/guess …``, ``/balance``, ``/top`` (``/leaderboard``), ``/help``,
-  ``/quick``, or free text (a guess, with or without spaces). Pure, total.
+  ``/round``, ``/guess …``, ``/balance``, ``/top`` (``/leaderboard``; ``round`` or
+  ``week`` after it), ``/daily``, ``/history``, ``/help``, ``/quick``, an operator's
+  command (:mod:`codemojex.bot.admin`), or free text (a guess, with or without spaces). Pure, total.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class Inbound:
     name: str
     text: str  # the message text, or the button's callback data
     callback_id: str = ""  # set for a button press (answered with answerCallbackQuery)
+    message_id: int = 0  # the message typed (0 for a button press): the replies quote it
+    lang: str = ""  # the user's Telegram language_code ("" when not given)
 
 
 def update_job_id(bot_id: int, update_id: int) -> str:
@@ -72,8 +75,10 @@ def from_update(update: Any) -> Inbound | None:
     message, callback = update.get("message"), update.get("callback_query")
     data: Any
     cb: Any
+    mid = 0
     if isinstance(message, dict):
         chat, user, data, cb = message.get("chat"), message.get("from"), message.get("text"), ""
+        mid = _int(message.get("message_id")) or 0
     elif isinstance(callback, dict):
         msg = callback.get("message")
         chat = msg.get("chat") if isinstance(msg, dict) else None
@@ -89,13 +94,19 @@ def from_update(update: Any) -> Inbound | None:
     if chat_id is None or user_id is None or user.get("is_bot") is True:
         return None
     text = data if isinstance(data, str) else ""
-    return Inbound(uid, chat_id, user_id, _name(user), text[:MAX_TEXT], cb)
+    code = user.get("language_code")
+    lang = code[:16] if isinstance(code, str) else ""
+    return Inbound(uid, chat_id, user_id, _name(user), text[:MAX_TEXT], cb, mid if mid > 0 else 0, lang)
 
 
 def encode_inbound(value: Inbound) -> bytes:
     """The command job's payload (compact JSON, versioned; never pickle)."""
     body = {"v": 1, "t": "tg", "u": value.update_id, "c": value.chat_id, "f": value.user_id,
             "n": value.name, "x": value.text, "q": value.callback_id}
+    if value.message_id:
+        body["m"] = value.message_id
+    if value.lang:
+        body["l"] = value.lang
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -113,7 +124,10 @@ def decode_inbound(data: bytes) -> Inbound:
         raise BadPayload("malformed tg payload")
     u, c, f = (int(i) for i in ints if i is not None)
     n, x, q = (str(s) for s in strs)
-    return Inbound(u, c, f, n, x, q)
+    m, lang = _int(body.get("m", 0)), body.get("l", "")
+    if m is None or m < 0 or not isinstance(lang, str):
+        raise BadPayload("malformed tg payload")
+    return Inbound(u, c, f, n, x, q, m, lang)
 
 
 class Verb(enum.Enum):
@@ -123,6 +137,8 @@ class Verb(enum.Enum):
     QUICK = "quick"  # a random guess, for the impatient (the button "🎲")
     BALANCE = "balance"
     TOP = "top"
+    DAILY = "daily"
+    HISTORY = "history"
     HELP = "help"
     UNKNOWN = "unknown"  # a /command the bot does not know
     EMPTY = "empty"  # no text (a sticker, a photo, an empty button)
@@ -131,7 +147,8 @@ class Verb(enum.Enum):
 _VERBS = {
     "start": Verb.START, "round": Verb.ROUND, "r": Verb.ROUND, "guess": Verb.GUESS, "g": Verb.GUESS,
     "quick": Verb.QUICK, "random": Verb.QUICK, "balance": Verb.BALANCE, "b": Verb.BALANCE,
-    "top": Verb.TOP, "leaderboard": Verb.TOP, "help": Verb.HELP,
+    "top": Verb.TOP, "leaderboard": Verb.TOP, "help": Verb.HELP, "daily": Verb.DAILY,
+    "history": Verb.HISTORY,
 }
 
 

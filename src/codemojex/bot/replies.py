@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from codemojex.bot.catalogue import text
 from codemojex.domain.emoji import EmojiSet
+from codemojex.wallet.live import HistoryRow
 
 __all__ = [
     "KIND_REPLY",
     "KIND_ROUND",
+    "KIND_SCORES",
+    "KIND_SETTLED",
     "Keyboard",
     "chat_for",
     "keyboard_for",
@@ -25,6 +29,8 @@ __all__ = [
 
 KIND_REPLY = "bot"  # an answer to a command: the menu under it
 KIND_ROUND = "bot.round"  # an answer showing the round: a quick-pick button too
+KIND_SCORES = "scores"  # a player's scores in a round, batched (one per player per round)
+KIND_SETTLED = "settled"  # a player's result at a round's settlement (one per player per round)
 
 Keyboard = tuple[tuple[tuple[str, str], ...], ...]
 """Rows of (label, callback data) inline buttons."""
@@ -51,7 +57,7 @@ def keyboard_for(kind: str) -> Keyboard | None:
     """The inline keyboard shown under a note of ``kind``."""
     if kind == KIND_ROUND:
         return ROUND_MENU
-    if kind in (KIND_REPLY, "score", "payout"):
+    if kind in (KIND_REPLY, "score", "payout", KIND_SCORES, KIND_SETTLED):
         return MENU
     return None
 
@@ -61,72 +67,98 @@ def _left(closes_at: datetime, now: datetime) -> str:
     return f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def round_text(round_id: str, emoji_set: EmojiSet, price: int, closes_at: datetime, now: datetime) -> str:
-    return (f"🎯 Round {round_id[-6:]} is open for {_left(closes_at, now)}.\n"
-            f"Six emojis are hidden, drawn from:\n{' '.join(emoji_set.emojis)}\n"
-            f"A guess costs {price} coins: send six emojis, with or without spaces, "
-            f"e.g. {' '.join(emoji_set.emojis[:6])}")
+def tag(round_id: str) -> str:
+    """How a round is named to players: the last six characters of its id."""
+    return round_id[-6:]
 
 
-NO_ROUND = "⏳ No round is open right now; the next one starts soon. Try /round in a moment."
+def round_text(round_id: str, emoji_set: EmojiSet, price: int, closes_at: datetime, now: datetime,
+               lang: str = "en") -> str:
+    return text(lang, "round", tag=tag(round_id), left=_left(closes_at, now),
+                emojis=" ".join(emoji_set.emojis), price=price, example=" ".join(emoji_set.emojis[:6]))
 
 
-def welcome(name: str, balance: int, granted: int | None) -> str:
-    hello = f"👋 Welcome to Codemojex, {name or 'player'}!"
-    coins = f"You got {granted} starting coins." if granted else "Welcome back."
-    return (f"{hello} {coins} Balance: {balance} coins.\n"
-            "Guess the round's six hidden emojis; each position scores 100 − 20 per step away "
-            "from where that emoji really is. The best guesses share the pot.")
+def welcome(name: str, balance: int, granted: int | None, lang: str = "en") -> str:
+    who = name or "player"
+    hello = (text(lang, "welcome_new", name=who, granted=granted, balance=balance) if granted
+             else text(lang, "welcome_back", name=who, balance=balance))
+    return hello + "\n" + text(lang, "rules")
 
 
-def accepted(guess: Sequence[str], price: int, balance: int) -> str:
-    return (f"✅ Guess {' '.join(guess)} accepted (−{price} coins, balance {balance}). "
-            "Its score is on its way.")
+def accepted(guess: Sequence[str], price: int, balance: int, lang: str = "en") -> str:
+    return text(lang, "accepted", guess=" ".join(guess), price=price, balance=balance)
 
 
-def bad_guess(detail: str, emoji_set: EmojiSet | None) -> str:
-    allowed = f"\nUse six of: {' '.join(emoji_set.emojis)}" if emoji_set else ""
-    return f"🤔 That is not a valid guess: {detail}.{allowed}"
+def bad_guess(detail: str, emoji_set: EmojiSet | None, lang: str = "en") -> str:
+    allowed = "\n" + text(lang, "use_six_of", emojis=" ".join(emoji_set.emojis)) if emoji_set else ""
+    return text(lang, "bad_guess", detail=detail) + allowed
 
 
-def insufficient(balance: int, price: int) -> str:
-    return (f"💸 Not enough coins: a guess costs {price}, you have {balance}. "
-            "Wait for a payout, or the next round's winners get the pot.")
+def insufficient(balance: int, price: int, lang: str = "en") -> str:
+    return text(lang, "insufficient", balance=balance, price=price)
 
 
-NOT_REGISTERED = "Send /start first to join the game and get your starting coins."
-CLOSED = "⌛ That round has closed. /round shows the next one."
-UNAVAILABLE = "⚠️ The game could not take your guess just now; nothing was charged. Please send it again."
+NO_ROUND = text("en", "no_round")
+NOT_REGISTERED = text("en", "not_registered")
+CLOSED = text("en", "closed")
+UNAVAILABLE = text("en", "unavailable")
+HELP = text("en", "help")
+EMPTY = text("en", "empty")
 
 
-def balance_text(balance: int) -> str:
-    return f"💰 Your balance: {balance} coins."
+def balance_text(balance: int, lang: str = "en") -> str:
+    return text(lang, "balance", balance=balance)
 
 
-def leaderboard_text(rows: Sequence[tuple[str, str, int]], me: str) -> str:
+def leaderboard_text(rows: Sequence[tuple[str, str, int]], me: str, lang: str = "en",
+                     head: str = "board_all") -> str:
     if not rows:
-        return "🏆 Nobody on the board yet."
+        return text(lang, "board_empty")
     medals = ("🥇", "🥈", "🥉")
-    lines = ["🏆 Top players by coins:"]
+    lines = [text(lang, head)]
     for i, (pid, name, coins) in enumerate(rows):
         mark = medals[i] if i < len(medals) else f"{i + 1}."
-        you = " (you)" if pid == me else ""
+        you = text(lang, "you") if pid == me else ""
         lines.append(f"{mark} {name or pid} — {coins}{you}")
     return "\n".join(lines)
 
 
-HELP = ("Codemojex: guess the six hidden emojis of the round.\n"
-        "/start — join (starting coins, once)\n"
-        "/round — the current round and its emojis\n"
-        "/guess 😀😎🤖👻🐱🐶 — or just send the six emojis\n"
-        "/quick — a random guess\n"
-        "/balance — your coins\n"
-        "/top — the leaderboard\n"
-        "/help — this text")
+def unknown(word: str, lang: str = "en") -> str:
+    return text(lang, "unknown", word=word) + text(lang, "help")
 
 
-def unknown(word: str) -> str:
-    return f"I don't know /{word}. " + HELP
+def scores_text(round_id: str, lines: Sequence[tuple[str, int]], lang: str = "en") -> str:
+    """The per-round score notice: every guess scored so far, one line each."""
+    body = "\n".join(f"{guess} — {score}" for guess, score in lines)
+    return text(lang, "scores", tag=tag(round_id), lines=body, best=max(s for _, s in lines))
 
 
-EMPTY = "I read text only: send six emojis to guess, or /help."
+def settled_text(round_id: str, secret: Sequence[str], best: int | None, guesses: int, payout: int,
+                 balance: int, lang: str = "en") -> str:
+    """The one message at settlement: the secret, the best score, the payout or none."""
+    key = "settled_won" if payout else "settled_lost"
+    return text(lang, key, tag=tag(round_id), secret=" ".join(secret), best=best or 0, guesses=guesses,
+                payout=payout, balance=balance)
+
+
+def history_text(rows: Sequence[HistoryRow], lang: str = "en") -> str:
+    if not rows:
+        return text(lang, "history_empty")
+    lines = [text(lang, "history_head")]
+    for r in rows:
+        if r.state != "settled":
+            result = text(lang, "history_open")
+        elif r.payout:
+            result = text(lang, "history_paid", payout=r.payout)
+        else:
+            result = text(lang, "history_unpaid")
+        secret = f" ({' '.join(r.secret)})" if r.secret else ""
+        lines.append(text(lang, "history_row", tag=tag(r.round_id), guesses=r.guesses,
+                          best=r.best if r.best is not None else "…", payout=result) + secret)
+    return "\n".join(lines)
+
+
+def daily_text(coins: int | None, balance: int, lang: str = "en") -> str:
+    if coins:
+        return text(lang, "daily_granted", coins=coins, balance=balance)
+    return text(lang, "daily_taken", balance=balance)

@@ -23,7 +23,7 @@ import contextlib
 import itertools
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ class Received:
     at: float  # time.monotonic() on arrival
     status: int
     reply_markup: dict[str, Any] | None = None
+    reply_to: int = 0  # the message this one answers (reply_parameters.message_id), 0 if none
 
 
 @dataclass(slots=True)
@@ -70,6 +71,9 @@ class StandIn:
         self.username = username
         self.token = f"{bot_id}:STANDIN-token"
         self.requests: list[Received] = []
+        self.calls: Counter[str] = Counter()  # API calls by method (lower case)
+        self.replies: dict[int, list[Received]] = {}  # sends answered 200, by the message they quote
+        self._answered: dict[int, asyncio.Event] = {}
         self.blocked: set[int] = set()
         self.callbacks: list[str] = []
         self.webhook: dict[str, str] = {}
@@ -125,6 +129,11 @@ class StandIn:
         """Wait until a send arrives while held."""
         await self._state.arrived.wait()
 
+    async def answer_to(self, message_id: int) -> Received:
+        """Wait for the first send that quotes message ``message_id`` (an answer to it)."""
+        await self._answered.setdefault(message_id, asyncio.Event()).wait()
+        return self.replies[message_id][0]
+
     @property
     def sent(self) -> list[Received]:
         """The sends answered 200 (what a user would see), in arrival order."""
@@ -179,6 +188,7 @@ class StandIn:
         if request.match_info["token"] != self.token:
             return _error(401, "Unauthorized")
         method = request.match_info["method"].lower()
+        self.calls[method] += 1
         params = await self._params(request)
         if method == "getme":
             return _ok({"id": self.bot_id, "is_bot": True, "first_name": "Codemojex",
@@ -220,8 +230,9 @@ class StandIn:
         at = time.monotonic()
         fault = self._fault_for(chat_id)
         status = 403 if chat_id in self.blocked else fault.status if fault else 200
-        self.requests.append(Received(chat_id, text, at, status,
-                                      markup if isinstance(markup, dict) else None))
+        received = Received(chat_id, text, at, status, markup if isinstance(markup, dict) else None,
+                            _reply_to(params))
+        self.requests.append(received)
         if not self._state.released.is_set():
             self._state.arrived.set()
             await self._state.released.wait()
@@ -233,6 +244,9 @@ class StandIn:
                           {"retry_after": fault.retry_after})
         if status != 200:
             return _error(status, "Internal Server Error" if status >= 500 else "Bad Request")
+        if received.reply_to:
+            self.replies.setdefault(received.reply_to, []).append(received)
+            self._answered.setdefault(received.reply_to, asyncio.Event()).set()
         return _ok({"message_id": next(self._message_ids), "date": int(time.time()),
                     "chat": {"id": chat_id, "type": "private"}, "text": text})
 
@@ -250,6 +264,19 @@ class StandIn:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._new_update.wait(), deadline - time.monotonic())
             return _ok(list(itertools.islice(self._state.updates, limit)))
+
+
+def _reply_to(params: dict[str, Any]) -> int:
+    """The message a send answers: ``reply_parameters.message_id`` (or the older field)."""
+    quoted: Any = params.get("reply_parameters")
+    if isinstance(quoted, str):
+        with contextlib.suppress(ValueError):
+            quoted = json.loads(quoted)
+    value = quoted.get("message_id") if isinstance(quoted, dict) else params.get("reply_to_message_id")
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _ok(result: Any) -> web.Response:

@@ -87,6 +87,7 @@ class Note:
     text: str
     amount: int = 0
     guess: str = ""  # a score note: the guess it scores (its delivery is stamped on the guess)
+    reply_to: int = 0  # a bot reply: the Telegram message it answers (0: none)
 
 
 def encode(value: GuessJob | OpenRound | CloseRound | Note) -> bytes:
@@ -105,6 +106,8 @@ def encode(value: GuessJob | OpenRound | CloseRound | Note) -> bytes:
                 "x": value.text, "a": value.amount}
         if value.guess:
             body["g"] = value.guess
+        if value.reply_to:
+            body["m"] = value.reply_to
     body["v"] = 1
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -155,7 +158,9 @@ def decode_note(data: bytes) -> Note:
     guess = body.get("g", "")
     if not isinstance(guess, str):
         raise BadPayload("field 'g' must be a string")
-    return Note(_str(body, "k"), _str(body, "p"), _str(body, "r"), _str(body, "x"), _int(body, "a"), guess)
+    reply_to = _int(body, "m") if "m" in body else 0
+    return Note(_str(body, "k"), _str(body, "p"), _str(body, "r"), _str(body, "x"), _int(body, "a"), guess,
+                reply_to)
 
 
 def note_id(guess_id: str) -> str:

@@ -230,7 +230,7 @@ def queues(services: Services) -> tuple[AsyncQueue | AsyncShardedQueue, ...]:
 async def reconcile_once(services: Services, *, cursor: Cursor | None = None,
                          notes_after: tuple[datetime, str] | None = None,
                          min_age_s: float = 5.0, grace_s: float = 5.0, max_requeues: int = 3,
-                         limit: int = 200, pages: int = 5) -> Pass:
+                         limit: int = 200, pages: int = 5, renotify: bool = True) -> Pass:
     """One pass (see the module docstring). ``cursor`` carries the paged scans between passes,
     ``notes_after`` the last guess whose notification was checked (:attr:`Pass.notes_checked`);
     ``limit`` is a page's size, ``pages`` how many pages of dead jobs a pass reads per queue."""
@@ -242,7 +242,8 @@ async def reconcile_once(services: Services, *, cursor: Cursor | None = None,
     for queue in queues(services):
         done.requeued += await _requeue(services, queue, cursor, max_requeues, limit, pages, done.gave_up)
     done.readmitted = await _readmit(services, cursor, min_age_s, limit)
-    done.renotified, done.notes_checked = await _renotify(services, notes_after, min_age_s, limit)
+    if renotify:  # off where scores are told in batches (the bot: codemojex.bot.announce)
+        done.renotified, done.notes_checked = await _renotify(services, notes_after, min_age_s, limit)
     await _settle_overdue(services, cursor, grace_s, limit, done)
     done.kicked = await _kick_series(services, cursor, limit)
     return done
@@ -258,8 +259,9 @@ class Reconciler:
     """The reconciler as a supervised child: a pass every ``interval_s`` until :meth:`stop`."""
 
     def __init__(self, services: Services, *, interval_s: float = 1.0, min_age_s: float = 5.0,
-                 grace_s: float = 5.0, max_requeues: int = 3) -> None:
+                 grace_s: float = 5.0, max_requeues: int = 3, renotify: bool = True) -> None:
         self.services = services
+        self.renotify = renotify
         self.interval_s = interval_s
         self.min_age_s = min_age_s
         self.grace_s = grace_s
@@ -290,7 +292,8 @@ class Reconciler:
             try:
                 done = await reconcile_once(self.services, cursor=self.cursor,
                                             notes_after=self.notes_checked, min_age_s=self.min_age_s,
-                                            grace_s=self.grace_s, max_requeues=self.max_requeues)
+                                            grace_s=self.grace_s, max_requeues=self.max_requeues,
+                                            renotify=self.renotify)
                 if done.database_up:
                     self.notes_checked = done.notes_checked
                 self.renotified += done.renotified

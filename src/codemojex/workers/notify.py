@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,6 +28,7 @@ from codemojex.wallet import mark_notified
 from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
 __all__ = [
+    "CURRENT_LEASE",
     "OPTIONS",
     "QUEUE",
     "ConsoleDelivery",
@@ -39,6 +41,9 @@ __all__ = [
 
 QUEUE = NOTIFY_QUEUE
 OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=15_000, concurrency=16)
+# The lease a delivery runs under (each handler runs in its own task, so its own value):
+# the Telegram delivery reads its grant time to refuse sending on a lease gone stale.
+CURRENT_LEASE: ContextVar[Lease | None] = ContextVar("codemojex_notify_lease", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,11 @@ class NotifyWorker:
             note = decode_note(lease.payload)
         except BadPayload as exc:
             return Backoff(error=f"bad payload: {exc}")
-        result = await self.delivery.deliver(lease.id, note)
+        token = CURRENT_LEASE.set(lease)
+        try:
+            result = await self.delivery.deliver(lease.id, note)
+        finally:
+            CURRENT_LEASE.reset(token)
         if isinstance(result, Delivered):
             if self.pool is not None and note.kind == "score" and note.guess:
                 try:

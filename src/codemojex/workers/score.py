@@ -20,9 +20,10 @@ round's row keeps in PostgreSQL (read once per round per process); else PostgreS
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from codemojex.domain import exact_positions, score
-from codemojex.service.codec import BadPayload, decode_guess, note_id, score_note
+from codemojex.service.codec import BadPayload, GuessJob, decode_guess, note_id, score_note
 from codemojex.service.context import SCORE_QUEUE, Services
 from codemojex.service.rounds import secret_of
 from codemojex.wallet import AlreadyScored, Scored, record_score
@@ -39,9 +40,13 @@ OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=32)
 class ScoreWorker:
     """The handler of ``cm``; reads each round's secret from the cache tier."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, *,
+                 on_score: Callable[[str, GuessJob, int], Awaitable[object]] | None = None) -> None:
         self.services = services
         self.scored = 0  # first-time scores stored by this worker
+        # Instead of one note per guess: the bot batches a player's scores per round
+        # (codemojex.bot.announce); called on every delivery, so it must be idempotent.
+        self.on_score = on_score
 
     async def _secret(self, rid: str) -> tuple[str, ...] | None:
         return await secret_of(self.services, rid)
@@ -61,6 +66,9 @@ class ScoreWorker:
             self.scored += 1
         elif not isinstance(stored, AlreadyScored):
             return Backoff(error=f"unknown guess {lease.id}")  # the charge commits before admission
+        if self.on_score is not None:
+            await self.on_score(lease.id, job, stored.score)
+            return Ack()
         # On the player's serial lane, like the bot's replies: a score never overtakes
         # the "accepted" reply to the same guess.
         await self.services.notifications.admit(

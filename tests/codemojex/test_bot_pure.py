@@ -1,0 +1,53 @@
+"""The bot's pure parts: the local send window, operators' ids, the catalogue's language
+choice, an update's message id and language carried through the command payload."""
+
+from __future__ import annotations
+
+import pytest
+
+from codemojex.bot.admin import parse_admins
+from codemojex.bot.catalogue import language, text
+from codemojex.bot.inbound import Verb, decode_inbound, encode_inbound, from_update, parse_command
+from codemojex.bot.telegram import LocalWindow
+
+
+def test_the_local_window_holds_30_overall_and_1_per_chat_per_window() -> None:
+    w = LocalWindow(30, 1, 1.25)
+    assert [w.wait_s(chat, 100.0) for chat in range(30)] == [0.0] * 30
+    assert w.wait_s(99, 100.5) == pytest.approx(0.75)  # the 31st waits for the first to leave
+    assert w.wait_s(99, 101.25) == 0.0
+    assert w.wait_s(99, 102.0) == pytest.approx(0.5)  # one per chat per 1.25 s
+    assert w.wait_s(99, 102.5) == 0.0
+
+
+def test_a_refused_send_is_not_recorded() -> None:
+    w = LocalWindow(1, 1, 1.0)
+    assert w.wait_s(1, 0.0) == 0.0
+    assert w.wait_s(2, 0.5) > 0  # refused: not counted
+    assert w.wait_s(2, 1.0) == 0.0 and w.wait_s(2, 1.5) > 0
+
+
+def test_operator_ids_are_a_list_of_integers() -> None:
+    assert parse_admins("111, 222,333") == {111, 222, 333}
+    assert parse_admins("") == frozenset() and parse_admins(None) == frozenset()
+    with pytest.raises(ValueError, match="integers"):
+        parse_admins("111,bob")
+
+
+def test_the_catalogue_follows_telegrams_language_code() -> None:
+    assert language("es") == language("es-AR") == language("ES") == "es"
+    assert language("de") == language(None) == language("") == "en"
+    assert text("es", "balance", balance=5) == "💰 Tu saldo: 5 monedas."
+    assert text("xx", "balance", balance=5) == "💰 Your balance: 5 coins."
+
+
+def test_an_updates_message_id_and_language_reach_the_command() -> None:
+    update = {"update_id": 7, "message": {"message_id": 55, "chat": {"id": 9, "type": "private"},
+                                          "from": {"id": 9, "first_name": "Ana", "language_code": "es-MX"},
+                                          "text": "/top week"}}
+    inbound = from_update(update)
+    assert inbound is not None and (inbound.message_id, inbound.lang) == (55, "es-MX")
+    assert decode_inbound(encode_inbound(inbound)) == inbound
+    cmd = parse_command(inbound.text)
+    assert (cmd.verb, cmd.arg) == (Verb.TOP, "week")
+    assert parse_command("/daily").verb is Verb.DAILY and parse_command("/history").verb is Verb.HISTORY

@@ -1,0 +1,263 @@
+"""A season through the real front door: ``codemojex bot --token T --api-base <stand-in>
+--data DIR`` as a subprocess, as an operator runs it, with simulated chats playing through
+the stand-in Bot API for several rounds while the test kills the bot with kill -9 twice
+(restarting it on the same data), restarts its PostgreSQL once (``pg_ctl restart -m
+immediate``: a crash) and kills its Valkey server once (kill -9; a service manager's
+restart on the same AOF).
+
+Counted at the stand-in, where Telegram would count: never more than 30 sends in any 1 s
+window, nor more than 1 to a chat; every command answered exactly once (each answer quotes
+the message it answers); every round settled and every player who guessed told once, with
+the revealed secret. From the books: one series (every round of it, none of another, never
+two open at once), balances after each restart equal to those before it plus what moved
+since (nothing reset, nothing lost), and the audit clean.
+
+Short form (the test command): 60 chats, 5 rounds of 12 s. The long form:
+``CMX_SEASON_CHATS=200 CMX_SEASON_ROUNDS=12 CMX_SEASON_ROUND_S=20 pytest -m slow
+tests/codemojex/test_bot_season.py -s`` (it prints its figures either way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import itertools
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from codemojex.bot.standin import StandIn
+from codemojex.datadir import DataDir
+from codemojex.domain.emoji import default_set
+from codemojex.service import round_id
+from codemojex.wallet import audit
+from tests.codemojex import seasonkit as kit
+
+CHATS = int(os.environ.get("CMX_SEASON_CHATS", "60"))
+ROUNDS = int(os.environ.get("CMX_SEASON_ROUNDS", "5"))
+ROUND_S = float(os.environ.get("CMX_SEASON_ROUND_S", "12"))
+OPERATOR = 69_999_999  # a Telegram user id given with --admins
+ANSWER_WAIT_S = 180.0  # a bound on waiting for one answer (the bot may be restarting), not a timing
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(240 + ROUNDS * ROUND_S * 3))]
+
+EMOJIS = default_set("classic").emojis  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Outside pytest's basetemp: embedded PostgreSQL widens permissions along its path."""
+    with tempfile.TemporaryDirectory(prefix="codemojex-season-") as tmp:
+        yield Path(tmp)
+        if os.environ.get("CMX_SEASON_KEEP_LOG"):  # the bot's output, for a failure's reader
+            shutil.copy(Path(tmp) / "bot.log", os.environ["CMX_SEASON_KEEP_LOG"])
+
+
+class Chats:
+    """``n`` people, each sending a command, reading its answer, thinking, and again."""
+
+    def __init__(self, api: StandIn, n: int) -> None:
+        self.api = api
+        self.users = [70_000_000 + i for i in range(n)]
+        self.commands: list[tuple[int, int, str, float]] = []  # (chat, message id, text, sent at)
+        self.accepted = 0
+        self.stop = asyncio.Event()
+
+    async def say(self, user: int, text: str) -> str:
+        update = self.api.message_update(user, text, name=f"P{user % 1000}")
+        mid = update["message"]["message_id"]
+        self.commands.append((user, mid, text, time.monotonic()))
+        await self.api.push(update)
+        try:
+            return (await asyncio.wait_for(self.api.answer_to(mid), ANSWER_WAIT_S)).text
+        except TimeoutError:
+            raise AssertionError(f"no answer to {text!r} from chat {user}") from None
+
+    async def play(self, user: int) -> None:
+        rng = random.Random(user)
+        await self.say(user, "/start")
+        while not self.stop.is_set():
+            answer = await self.say(user, " ".join(rng.choice(EMOJIS) for _ in range(6)))
+            self.accepted += "accepted" in answer
+            if rng.random() < 0.25:
+                await self.say(user, rng.choice(["/balance", "/top", "/round", "/help"]))
+            await asyncio.sleep(rng.uniform(1.0, 3.0))
+
+    async def until_accepted(self, more: int) -> None:
+        goal = self.accepted + more
+        await _until(lambda: self.accepted >= goal, f"{more} more accepted guesses")
+
+
+async def _until(check: Callable[[], bool], what: str, timeout_s: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+async def _until_async(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+async def _snapshot(data: Path) -> tuple[dict[str, int], int]:
+    """Every balance and the ledger's last line, in one snapshot of the running bot's books
+    (taken just before a fault; any consistent snapshot serves: what moved after it is
+    added back at the end)."""
+    async with kit.bot_database(data) as pool:
+        return await kit.balances(pool)
+
+
+@pytest.fixture
+def measuring_thread_first() -> Iterator[None]:
+    """The stand-in stamps each request as its event loop reads it; on a loaded machine a
+    descheduled loop reads a second's requests at once and stamps them together. The loop's
+    thread (only it: Linux priorities are per thread) runs at nice -10 while the test runs,
+    as Telegram's servers are not short of CPU; the bot runs at 0 (``BotProcess``). Best
+    effort: without the privilege it stays as it is."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
+    # And no garbage collection while it measures: a full collection of pytest's heap on a
+    # loaded machine paused the loop for most of a second (30 requests stamped in 1 ms).
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
+@pytest.mark.usefixtures("measuring_thread_first")
+async def test_a_season_through_the_front_door_survives_kills_and_restarts(tmp_path: Path) -> None:
+    data, log = tmp_path / "data", tmp_path / "bot.log"
+    snapshots: list[tuple[dict[str, int], int]] = []
+    events: list[tuple[str, float]] = []
+    async with StandIn() as api:
+        bot = kit.BotProcess(api, data, log, "--round-seconds", str(ROUND_S), "--rounds", str(ROUNDS),
+                             "--metrics-port", "0", "--admins", str(OPERATOR))
+        chats = Chats(api, CHATS)
+        players: list[asyncio.Task[None]] = []
+        replacement = None
+        try:
+            await bot.start()
+            events.append(("started", time.monotonic()))
+            players = [asyncio.create_task(chats.play(u)) for u in chats.users]
+            await chats.until_accepted(CHATS // 2)
+            snapshots.append(await _snapshot(data))
+            events.append(("kill1", time.monotonic()))
+            await bot.kill()  # kill -9 #1, mid-round
+            await bot.start()
+            events.append(("started", time.monotonic()))
+            await chats.until_accepted(CHATS // 2)
+            events.append(("pg", time.monotonic()))
+            await asyncio.to_thread(kit.restart_postgres, data)  # the crash of PostgreSQL
+            await chats.until_accepted(CHATS // 2)
+            events.append(("valkey", time.monotonic()))
+            replacement = await asyncio.to_thread(kit.kill_valkey, data)  # Valkey killed, restarted
+            await chats.until_accepted(CHATS // 2)
+            snapshots.append(await _snapshot(data))
+            events.append(("kill2", time.monotonic()))
+            await bot.kill()  # kill -9 #2
+            await asyncio.to_thread(replacement.stop)
+            replacement = None
+            await bot.start()
+            events.append(("started", time.monotonic()))
+
+            async with kit.bot_database(data) as pool:
+                async with pool.connection() as conn:
+                    row = await (await conn.execute("SELECT id FROM series WHERE name = 'main'")).fetchone()
+                assert row is not None
+                series = str(row[0])
+                last = round_id(series, ROUNDS - 1)
+
+                async def last_settled() -> bool:
+                    async with pool.connection() as conn:
+                        row = await (await conn.execute("SELECT state FROM rounds WHERE id = %s",
+                                                        (last,))).fetchone()
+                    return row is not None and row[0] == "settled"
+
+                await _until_async(last_settled, "the season's last round to settle",
+                                   timeout_s=ROUNDS * ROUND_S + 240)
+            chats.stop.set()
+            await asyncio.gather(*players)
+            ids = [c[1] for c in chats.commands]
+            await _until(lambda: all(api.replies.get(m) for m in ids), "every command's answer")
+
+            async with kit.bot_database(data) as pool, pool.connection() as conn:
+                guessed = await (await conn.execute(
+                    "SELECT DISTINCT round_id, player_id FROM guesses")).fetchall()
+            expected = {(int(p.removeprefix("tg:")), r[-6:]) for r, p in guessed}
+            await _until(lambda: expected <= set(kit.settle_messages(api)), "every player told")
+            # An operator looks at a player and grants coins (a movement, after the snapshots).
+            assert (await chats.say(OPERATOR, f"/player {chats.users[1]}")).startswith("👤 name P")
+            assert "Granted 5 coins" in await chats.say(OPERATOR, f"/grant {chats.users[1]} 5")
+            metrics = await kit.scrape_metrics(bot)
+            code = await bot.stop()
+            assert code == 0, bot.tail()
+        finally:
+            chats.stop.set()
+            for task in players:
+                task.cancel()
+            await asyncio.gather(*players, return_exceptions=True)
+            if bot.proc is not None and bot.proc.returncode is None:
+                await bot.kill()
+            if replacement is not None:
+                replacement.stop()
+            DataDir(data).stop_orphans()
+
+        # ---- counted at the stand-in
+        sends = api.requests
+        peak = kit.most_in_window(r.at for r in sends)
+        per_chat = kit.per_chat_peak(sends)
+        answers = kit.answers_per_command(api, ids)
+        figures = kit.Figures(len(sends), peak, per_chat, len(ids),
+                              sum(1 for n in answers.values() if n == 1), bot.starts - 1)
+        print("\n" + figures.line())
+        if os.environ.get("CMX_SEASON_DUMP"):
+            Path(os.environ["CMX_SEASON_DUMP"]).write_text(json.dumps(  # noqa: ASYNC240
+                {"events": events,
+                 "sends": [(r.at, r.chat_id, r.status, r.text[:20], r.reply_to) for r in sends]}))
+        assert peak <= 30, figures.line()
+        assert per_chat <= 1, figures.line()
+        assert figures.answered_once == len(ids), {m: n for m, n in answers.items() if n != 1}
+        told = kit.settle_messages(api)
+        wrong = {k: told.get(k) for k in expected if told.get(k) != 1}
+        assert not wrong, wrong  # every player who guessed told once per round
+        notices = kit.score_notices(api)
+        assert notices and max(notices.values()) == 1, notices  # one score notice per player per round
+        print(kit.transcript(api, chats.commands, chats.users[0]))
+
+        # ---- the game's metrics, as Prometheus would scrape them
+        assert metrics['codemojex_rounds{state="settled"}'] == ROUNDS, metrics
+        assert metrics["codemojex_rounds_stuck"] == 0
+        assert metrics["codemojex_guesses_charged_total"] == metrics["codemojex_guesses_scored_total"] > 0
+        assert metrics["codemojex_messages_sent_total"] > 0
+
+        # ---- from the books
+        async with kit.bot_database(data, bot_running=False) as pool:
+            books = await audit(pool)
+            assert books.ok, books.failures
+            async with pool.connection() as conn:
+                rounds = await (await conn.execute(
+                    "SELECT id, state, opens_at, closes_at FROM rounds ORDER BY opens_at")).fetchall()
+            assert [r[0] for r in rounds] == [round_id(series, i) for i in range(ROUNDS)]
+            assert {r[1] for r in rounds} == {"settled"}
+            assert all(a[3] <= b[2] for a, b in itertools.pairwise(rounds)), "two rounds open"
+            now, _ = await kit.balances(pool)
+            for before, line in snapshots:
+                moved = await kit.moved_since(pool, line)
+                assert {p: before.get(p, 0) + moved.get(p, 0) for p in now} == now
