@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 import time
@@ -246,3 +247,11 @@ async def scrape_metrics(bot: BotProcess) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             out[name] = float(value)
     return out
+
+
+def not_sent_again(log_text: str) -> Counter[int]:
+    """chat -> how many of its notes the bot left unsent after a kill -9: a note whose send
+    marker was taken before the kill is not sent again (decision 0039: at most once, since
+    Telegram has no idempotency key), and the bot logs each one."""
+    return Counter(int(m) for m in re.findall(r"note \S+ to chat (-?\d+): its send marker was taken "
+                                              r"before; not sent again", log_text))

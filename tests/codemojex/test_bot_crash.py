@@ -1,6 +1,6 @@
 """Kill -9 a notifier mid-send: the message that reached the Bot API is not sent again when
 the job re-runs after the lease expired (the send marker is taken before the request
-leaves: at most once across a crash, docs/decisions/0034), and a notifier killed after
+leaves: at most once across a crash, docs/decisions/0039), and a notifier killed after
 the send but before the ack does not send again either."""
 
 from __future__ import annotations

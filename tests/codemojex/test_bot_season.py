@@ -29,6 +29,7 @@ import random
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -195,13 +196,21 @@ async def test_a_season_through_the_front_door_survives_kills_and_restarts(tmp_p
             chats.stop.set()
             await asyncio.gather(*players)
             ids = [c[1] for c in chats.commands]
-            await _until(lambda: all(api.replies.get(m) for m in ids), "every command's answer")
+            chat_of = {c[1]: c[0] for c in chats.commands}
+
+            def answered_or_lost_at_a_kill() -> bool:  # lost: logged by the bot, per chat
+                lost = kit.not_sent_again(bot.log.read_text(errors="replace"))
+                return all(api.replies.get(m) or lost[chat_of[m]] for m in ids)
+
+            await _until(answered_or_lost_at_a_kill, "every command's answer")
 
             async with kit.bot_database(data) as pool, pool.connection() as conn:
                 guessed = await (await conn.execute(
                     "SELECT DISTINCT round_id, player_id FROM guesses")).fetchall()
             expected = {(int(p.removeprefix("tg:")), r[-6:]) for r, p in guessed}
-            await _until(lambda: expected <= set(kit.settle_messages(api)), "every player told")
+            await _until(lambda: all(k in kit.settle_messages(api)
+                                     or kit.not_sent_again(bot.log.read_text(errors="replace"))[k[0]]
+                                     for k in expected), "every player told")
             # An operator looks at a player and grants coins (a movement, after the snapshots).
             assert (await chats.say(OPERATOR, f"/player {chats.users[1]}")).startswith("👤 name P")
             assert "Granted 5 coins" in await chats.say(OPERATOR, f"/grant {chats.users[1]} 5")
@@ -233,10 +242,17 @@ async def test_a_season_through_the_front_door_survives_kills_and_restarts(tmp_p
                  "sends": [(r.at, r.chat_id, r.status, r.text[:20], r.reply_to) for r in sends]}))
         assert peak <= 30, figures.line()
         assert per_chat <= 1, figures.line()
-        assert figures.answered_once == len(ids), {m: n for m, n in answers.items() if n != 1}
+        # Exactly once, but for a message in flight at a kill -9: never sent twice, and one
+        # not sent at all only where the bot logged that note as not sent again, no more
+        # such misses in a chat than it logged there.
+        lost = kit.not_sent_again(bot.log.read_text(errors="replace"))
+        assert max(answers.values()) == 1, {m: n for m, n in answers.items() if n > 1}
         told = kit.settle_messages(api)
-        wrong = {k: told.get(k) for k in expected if told.get(k) != 1}
-        assert not wrong, wrong  # every player who guessed told once per round
+        assert max(told.values()) == 1, {k: n for k, n in told.items() if n > 1}
+        missed = Counter([chat_of[m] for m, n in answers.items() if n == 0]
+                         + [chat for chat, tag in expected if (chat, tag) not in told])
+        assert all(n <= lost[chat] for chat, n in missed.items()), (missed, lost)
+        print(f"messages in flight at a kill and not sent again: {sum(lost.values())}")
         notices = kit.score_notices(api)
         assert notices and max(notices.values()) == 1, notices  # one score notice per player per round
         print(kit.transcript(api, chats.commands, chats.users[0]))

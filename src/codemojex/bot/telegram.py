@@ -17,7 +17,7 @@ any other API error (400 …)            Failed → backoff, dead at the failure
 =====================================  ==========================================
 
 A message is sent at most once per note, even across a crash mid-send
-(docs/decisions/0034-one-way-to-run-the-bot.md): before its request leaves, the delivery
+(docs/decisions/0039-one-way-to-run-the-bot.md): before its request leaves, the delivery
 takes the note's *send marker* (``SET cm:bot:{<ns>}:sent:<id> NX``, kept one hour).
 A re-run that finds the marker taken (the notifier died after taking it: mid-request, or
 after Telegram's answer and before the ack) acks without sending. An answer that settles
