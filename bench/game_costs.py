@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/game_costs.py [--players 1,40] [--guesses 5] [--rounds 2] [--round-s 15]
 
-Plays a game (``codemojex.play``, the same code as ``codemojex play``: submit, charge,
+Plays a game (``codemojex.game.play``, the same code as ``codemojex play``: submit, charge,
 scoring, settlement, notifications, cache tier, reconciler) on an embedded Valkey and an
 embedded PostgreSQL, and reads around it:
 
@@ -37,11 +37,11 @@ from typing import Any
 
 from rich.console import Console
 
-from codemojex.datadir import DataDir
-from codemojex.pg import open_pool
-from codemojex.play import PlayOptions, play
-from codemojex.report import check_run
-from codemojex.servers import started_servers
+from codemojex.game.play import PlayOptions, play
+from codemojex.game.report import check_run
+from codemojex.infra.datadir import DataDir
+from codemojex.infra.pg import open_pool
+from codemojex.infra.servers import started_servers
 from codemojex.service import Services
 from codemojex.wallet import migrate
 from echomq import connect_async

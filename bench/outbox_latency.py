@@ -2,7 +2,7 @@
 
     python bench/outbox_latency.py [--n 500] [--interval 0.005] [--rows 20000] [--relays 1]
 
-An embedded Valkey and an embedded PostgreSQL (the project's own, codemojex.pg.PgServer);
+An embedded Valkey and an embedded PostgreSQL (the project's own, codemojex.infra.pg.PgServer);
 the outbox installed; ``echomq relay`` running as processes of their own (``--relays``), as
 an operator runs it. Then:
 
@@ -34,7 +34,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from codemojex.pg import PgServer  # noqa: E402
+from codemojex.infra.pg import PgServer  # noqa: E402
 from echomq import AsyncConnector, AsyncQueue, QueueOptions  # noqa: E402
 from echomq.outbox import Outbox, OutboxJob  # noqa: E402
 from echomq.servers.server import EmbeddedValkey  # noqa: E402

@@ -1,6 +1,6 @@
 """Importing a command line is light, and EchoMQ's facade imports a name's module on first use.
 
-``import echomq.ops.cli`` (and ``codemojex.cli``) load click and little else: redis-py, rich,
+``import echomq.ops.cli`` (and ``codemojex.ops.cli``) load click and little else: redis-py, rich,
 aiohttp, OpenTelemetry, Prometheus, the consumer, the dashboard and PostgreSQL's driver
 are imported inside the verbs that need them. So a command refused for its arguments
 answers before any of them is loaded: the CLI failure tests do not depend on how long
@@ -35,7 +35,7 @@ def _loaded(code: str) -> list[str]:
     return list(json.loads(done.stdout.splitlines()[-1]))
 
 
-@pytest.mark.parametrize("module", ["echomq", "echomq.ops.cli", "codemojex.cli"])
+@pytest.mark.parametrize("module", ["echomq", "echomq.ops.cli", "codemojex.ops.cli"])
 def test_importing_loads_no_heavy_module(module: str) -> None:
     assert _loaded(f"import {module}") == []
 
@@ -43,7 +43,7 @@ def test_importing_loads_no_heavy_module(module: str) -> None:
 @pytest.mark.parametrize(("cli", "args"), [
     ("echomq.ops.cli", ["info"]), ("echomq.ops.cli", ["stats", "a{b}", "--url", "redis://127.0.0.1:1"]),
     ("echomq.ops.cli", ["browse", "q", "pending", "--limit", "abc"]), ("echomq.ops.cli", ["nonsense"]),
-    ("codemojex.cli", ["play", "--players", "abc"]),
+    ("codemojex.ops.cli", ["play", "--players", "abc"]),
 ])
 def test_a_command_refused_for_its_arguments_loads_no_client_library(cli: str, args: list[str]) -> None:
     code = (f"from {cli} import main\ntry:\n    main.main({args!r}, prog_name='x')\n"

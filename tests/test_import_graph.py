@@ -26,6 +26,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -90,11 +92,16 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# Each folder's rank: an arrow must go to a lower rank (client and servers share rank 2 and
-# may not import each other). Top-level modules: the facade's loader (``_lazy``) is below
-# everything, the console entry (``_entry``) above everything.
-LAYERS = {"_lazy": -1, "core": 0, "protocol": 1, "client": 2, "servers": 2, "runtime": 3, "tasks": 4,
-          "outbox": 4, "ops": 5, "_entry": 6}
+# Each folder's rank: an arrow must go to a lower rank (folders of one rank may not import
+# each other). Top-level modules: echomq's facade loader (``_lazy``) is below everything,
+# each package's console entry (``_entry``) above everything. Codemojex sits on echomq's
+# facade; its own folders are layers too (docs/contributing.md draws both).
+LAYERS = {
+    "echomq": {"_lazy": -1, "core": 0, "protocol": 1, "client": 2, "servers": 2, "runtime": 3,
+               "tasks": 4, "outbox": 4, "ops": 5, "_entry": 6},
+    "codemojex": {"domain": 0, "wallet": 1, "infra": 1, "service": 2, "workers": 3, "game": 4,
+                  "bot": 5, "chaos": 5, "ops": 6, "_entry": 7},
+}
 
 
 def _layer_of(module: str) -> str:
@@ -110,42 +117,47 @@ def _facade_table() -> dict[str, str]:
             for name, (module, attr) in table.items()}
 
 
-def _echomq_arrows() -> list[tuple[str, str]]:
-    """(importer, imported) of every import between echomq's modules, facade names resolved."""
-    facade = _facade_table()
+def _package_arrows(package: str) -> list[tuple[str, str]]:
+    """(importer, imported) of every import between ``package``'s modules; inside echomq a
+    name taken from the facade counts as an arrow to the module it comes from."""
+    facade = _facade_table() if package == "echomq" else {}
     modules = _modules()
     out = []
     for name, path in modules.items():
-        if not name.startswith("echomq."):  # the facade itself is no room
+        if not name.startswith(package + "."):  # the package's facade itself is no room
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
-                out += [(name, a.name) for a in node.names if a.name.startswith("echomq.")]
+                out += [(name, a.name) for a in node.names if a.name.startswith(package + ".")]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "echomq":
-                    out += [(name, facade.get(a.name, f"echomq.{a.name}")) for a in node.names]
-                elif node.module.startswith("echomq."):
+                if node.module == package and facade:
+                    out += [(name, facade.get(a.name, f"{package}.{a.name}")) for a in node.names]
+                elif node.module == package:
+                    out += [(name, f"{package}.{a.name}") for a in node.names]
+                elif node.module.startswith(package + "."):
                     out.append((name, node.module))
     return out
 
 
-def _upward(arrows: list[tuple[str, str]]) -> list[str]:
+def _upward(arrows: list[tuple[str, str]], package: str = "echomq") -> list[str]:
+    layers = LAYERS[package]
     wrong = []
     for src, dst in arrows:
         a, b = _layer_of(src), _layer_of(dst)
         if a == b:
             continue
-        if a not in LAYERS or b not in LAYERS:
+        if a not in layers or b not in layers:
             wrong.append(f"{src} -> {dst}: a module outside the layers")
-        elif LAYERS[b] >= LAYERS[a]:
+        elif layers[b] >= layers[a]:
             wrong.append(f"{src} -> {dst}: {a} may not import {b}")
     return sorted(set(wrong))
 
 
-def test_echomq_folders_import_only_downward() -> None:
-    arrows = _echomq_arrows()
-    assert len(arrows) > 200  # the graph was read
-    assert _upward(arrows) == []
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_folders_import_only_downward(package: str) -> None:
+    arrows = _package_arrows(package)
+    assert len(arrows) > 100  # the graph was read
+    assert _upward(arrows, package) == []
 
 
 def test_an_upward_or_sideways_arrow_is_found() -> None:
@@ -154,10 +166,13 @@ def test_an_upward_or_sideways_arrow_is_found() -> None:
     assert _upward([("echomq.client.info", "echomq.servers.server")]) == [
         "echomq.client.info -> echomq.servers.server: client may not import servers"]
     assert _upward([("echomq.ops.cli", "echomq.servers.server")]) == []
+    assert _upward([("codemojex.domain.scoring", "codemojex.wallet.money")], "codemojex") == [
+        "codemojex.domain.scoring -> codemojex.wallet.money: domain may not import wallet"]
 
 
-def test_every_echomq_module_lives_in_a_layer() -> None:
-    loose = [m for m in _modules() if m.startswith("echomq.") and _layer_of(m) not in LAYERS]
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_every_module_lives_in_a_layer(package: str) -> None:
+    loose = [m for m in _modules() if m.startswith(package + ".") and _layer_of(m) not in LAYERS[package]]
     assert loose == []
 
 

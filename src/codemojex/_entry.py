@@ -8,7 +8,7 @@ import sys
 
 def main() -> None:
     try:
-        from codemojex.cli import main as cli
+        from codemojex.ops.cli import main as cli
     except KeyboardInterrupt:
         sys.stderr.write("codemojex: interrupted\n")
         raise SystemExit(130) from None

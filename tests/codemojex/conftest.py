@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.pg import PgServer, open_pool, with_dbname
+from codemojex.infra.pg import PgServer, open_pool, with_dbname
 from codemojex.service import Services
 from codemojex.wallet import migrate
 from echomq import AsyncConnector

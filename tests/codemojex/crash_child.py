@@ -21,7 +21,7 @@ from typing import Any
 
 import codemojex.service.guesses as guesses_mod
 import codemojex.service.rounds as rounds_mod
-from codemojex.pg import open_pool
+from codemojex.infra.pg import open_pool
 from codemojex.service import Services, submit
 from codemojex.workers import ScoreWorker, SettleWorker
 from echomq import AsyncConnector

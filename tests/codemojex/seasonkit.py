@@ -19,8 +19,8 @@ from pathlib import Path
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.bot.standin import Received, StandIn
-from codemojex.datadir import DataDir
-from codemojex.pg import PgServer, open_pool
+from codemojex.infra.datadir import DataDir
+from codemojex.infra.pg import PgServer, open_pool
 from echomq import EmbeddedValkey
 
 with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset

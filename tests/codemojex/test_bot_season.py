@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 
 from codemojex.bot.standin import StandIn
-from codemojex.datadir import DataDir
 from codemojex.domain.emoji import default_set
+from codemojex.infra.datadir import DataDir
 from codemojex.service import round_id
 from codemojex.wallet import audit
 from tests.codemojex import seasonkit as kit

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from codemojex.cache import DIRECTORY_KEY, SHADOW, CacheTier
 from codemojex.domain import CLASSIC
 from codemojex.service import Services, open_round
+from codemojex.service.cache import DIRECTORY_KEY, SHADOW, CacheTier
 from codemojex.service.codec import OpenRound
 from codemojex.wallet import Round, get_round
 from echomq import AsyncClusterConnector, AsyncConnector

@@ -19,9 +19,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from codemojex.bot import CommandWorker
 from codemojex.bot.inbound import Inbound, parse_command
-from codemojex.cache import CURRENT, CacheTier
 from codemojex.domain import CLASSIC, BadGuess, parse_guess
-from codemojex.errors import ConfigurationError, Reason
+from codemojex.domain.errors import ConfigurationError, Reason
 from codemojex.service import (
     Admitted,
     Refusal,
@@ -31,6 +30,7 @@ from codemojex.service import (
     current_round,
     submit,
 )
+from codemojex.service.cache import CURRENT, CacheTier
 from codemojex.service.codec import decode_guess
 from codemojex.workers import ScoreWorker
 from echomq import AsyncConnector

@@ -7,9 +7,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from codemojex.dashboard import game_page
 from codemojex.domain import CLASSIC
-from codemojex.pg import open_pool
+from codemojex.infra.pg import open_pool
+from codemojex.ops.dashboard import game_page
 from codemojex.wallet import (
     Charged,
     charge_guess,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codemojex.datadir import DataDir, cmdline
-from codemojex.errors import ConfigurationError
+from codemojex.domain.errors import ConfigurationError
+from codemojex.infra.datadir import DataDir, cmdline
 from echomq.servers.server import EmbeddedValkey
 
 

@@ -17,7 +17,7 @@ from codemojex.domain import (
     merge,
     parse_guess,
 )
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 
 guesses = st.lists(st.sampled_from(CLASSIC.emojis), min_size=SIZE, max_size=SIZE).map(tuple)
 separators = st.sampled_from(["", " ", ",", ", ", " , ", "\t", ";", "  "])

@@ -6,11 +6,11 @@ import importlib
 
 import pytest
 
-from codemojex.errors import ConfigurationError
-from codemojex.pg import ENV_URL, PgServer
+from codemojex.domain.errors import ConfigurationError
+from codemojex.infra.pg import ENV_URL, PgServer
 
 
-@pytest.mark.parametrize("module", ["codemojex.domain", "codemojex.wallet", "codemojex.pg"])
+@pytest.mark.parametrize("module", ["codemojex.domain", "codemojex.wallet", "codemojex.infra.pg"])
 def test_all_names_exist(module: str) -> None:
     mod = importlib.import_module(module)
     for name in mod.__all__:

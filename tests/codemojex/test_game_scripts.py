@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from codemojex.cache import SHADOW
-from codemojex.scripts import bundle, game_script
+from codemojex.service.cache import SHADOW
+from codemojex.service.scripts import bundle, game_script
 from echomq import AsyncConnector, InvalidArgument, ScriptContractError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "codemojex"

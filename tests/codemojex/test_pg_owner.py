@@ -21,7 +21,7 @@ from tests.procfs import alive
 
 CHILD = r"""
 import sys, time
-from codemojex.pg import PgServer
+from codemojex.infra.pg import PgServer
 server = PgServer(data_dir=sys.argv[1]) if sys.argv[1] else PgServer()
 server.start()
 print(server._pgdata, flush=True)
@@ -64,7 +64,7 @@ def test_kill_9_of_the_owner_ends_its_postgres(named: bool) -> None:
 
 
 def test_a_stopped_server_leaves_no_watch_behind() -> None:
-    from codemojex.pg import PgServer
+    from codemojex.infra.pg import PgServer
 
     server = PgServer()  # a temporary data folder of its own (pytest's may be root-only)
     server.start()

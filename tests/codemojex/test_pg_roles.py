@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.pg import open_pool
+from codemojex.infra.pg import open_pool
 from codemojex.service import Admitted, Services, close_and_settle, submit
 from codemojex.wallet import audit, get_round, record_score
 from codemojex.wallet.migrate import GAME_ROLE, OWNER_ROLE

@@ -19,8 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from codemojex.datadir import DataDir, cmdline
-from codemojex.servers import cluster_url
+from codemojex.infra.datadir import DataDir, cmdline
+from codemojex.infra.servers import cluster_url
 from echomq.servers.local_cluster import LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -133,7 +133,7 @@ async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) 
     pg_pid = int((data.pg_dir / "postmaster.pid").read_text().split()[0])
     # The embedded servers are asked to stop when their owner dies (Valkey by
     # PR_SET_PDEATHSIG, see echomq.servers.server; PostgreSQL by the owner watch, see
-    # codemojex.pg); each may still be shutting down here, or gone. One still running
+    # codemojex.infra.pg); each may still be shutting down here, or gone. One still running
     # is an orphan the resume must find and stop by its recorded pid.
     valkey_orphaned = "valkey-server" in " ".join(cmdline(valkey_pid) or [])
     pg_orphaned = "postgres" in " ".join(cmdline(pg_pid) or [])

@@ -15,10 +15,10 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
 
-from codemojex.pg import open_pool
-from codemojex.play import PlayOptions, play
-from codemojex.report import check_run, delivered_score_notes
-from codemojex.servers import cluster_url
+from codemojex.game.play import PlayOptions, play
+from codemojex.game.report import check_run, delivered_score_notes
+from codemojex.infra.pg import open_pool
+from codemojex.infra.servers import cluster_url
 from codemojex.service import Services
 from codemojex.wallet import migrate
 from echomq import AsyncClusterConnector

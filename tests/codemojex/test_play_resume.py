@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from codemojex.datadir import DataDir
-from codemojex.errors import ConfigurationError
-from codemojex.report import delivered_score_notes
-from codemojex.resume import check_same_servers, differences, redacted, servers_in_use
+from codemojex.domain.errors import ConfigurationError
+from codemojex.game.report import delivered_score_notes
+from codemojex.infra.datadir import DataDir
+from codemojex.infra.resume import check_same_servers, differences, redacted, servers_in_use
 from codemojex.service import Admitted, Services, submit
 from codemojex.service.codec import decode_note, note_id
 from codemojex.workers import ConsoleDelivery, NotifyWorker, ScoreWorker

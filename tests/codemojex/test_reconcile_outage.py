@@ -23,10 +23,10 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.app import App
-from codemojex.errors import DatabaseError
-from codemojex.pg import PgServer, open_pool
-from codemojex.report import check_run
+from codemojex.domain.errors import DatabaseError
+from codemojex.game.app import App
+from codemojex.game.report import check_run
+from codemojex.infra.pg import PgServer, open_pool
 from codemojex.service import Admitted, Services, open_round, round_id, submit
 from codemojex.service.codec import OpenRound
 from codemojex.service.reconcile import Reconciler

@@ -7,9 +7,9 @@ from __future__ import annotations
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.cache import CacheTier
 from codemojex.domain import score, secret_hash
 from codemojex.service import Admitted, Services, submit
+from codemojex.service.cache import CacheTier
 from codemojex.wallet import get_round
 from codemojex.workers import ScoreWorker
 from echomq import Ack, AsyncConnector

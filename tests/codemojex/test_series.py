@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from codemojex.app import App
-from codemojex.errors import InvalidSetting
+from codemojex.domain.errors import InvalidSetting
+from codemojex.game.app import App
 from codemojex.service import (
     RoundPlan,
     SeriesSettings,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 from codemojex.service import Admitted, Services, submit
 from tests.codemojex.game import PRICE, books, make_player, make_round
 

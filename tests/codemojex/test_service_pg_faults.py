@@ -17,8 +17,8 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import format_guess
-from codemojex.errors import Reason
-from codemojex.pg import PgServer, open_pool
+from codemojex.domain.errors import Reason
+from codemojex.infra.pg import PgServer, open_pool
 from codemojex.service import Admitted, Services, close_and_settle, submit
 from codemojex.wallet import STATS, audit, migrate, record_score, retry
 from codemojex.wallet.admin import create_database, drop_database

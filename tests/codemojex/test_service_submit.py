@@ -10,7 +10,7 @@ import pytest
 
 import codemojex.service.guesses as guesses_mod
 from codemojex.domain import format_guess
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 from codemojex.service import Admitted, Services, submit
 from codemojex.service.codec import decode_guess
 from codemojex.wallet import RetryPolicy, balance, close_round, record_score, retry_policy

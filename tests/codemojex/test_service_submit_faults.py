@@ -15,7 +15,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import format_guess
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 from codemojex.service import Admitted, Services, submit
 from codemojex.wallet import RetryPolicy, audit, balance, migrate, retry_policy
 from echomq import AsyncConnector

@@ -6,8 +6,8 @@ import asyncio
 from datetime import timedelta
 
 from codemojex.domain import score, settle
+from codemojex.domain.errors import Reason
 from codemojex.domain.payouts import ScoredGuess
-from codemojex.errors import Reason
 from codemojex.service import (
     Admitted,
     RoundPlan,
@@ -99,7 +99,7 @@ async def test_settlement_waits_until_every_charged_guess_is_scored(services: Se
 
 
 async def test_rounds_open_and_close_on_schedule_one_after_another(services: Services) -> None:
-    from codemojex.app import App
+    from codemojex.game.app import App
 
     app = App(services)
     tree = asyncio.create_task(app.run())

@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from codemojex.errors import ConfigurationError, DatabaseError
-from codemojex.pg import with_dbname
+from codemojex.domain.errors import ConfigurationError, DatabaseError
+from codemojex.infra.pg import with_dbname
 from codemojex.wallet.admin import (
     allow_connections,
     create_database,

@@ -10,7 +10,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import CLASSIC
-from codemojex.errors import ConfigurationError, InvalidAmount
+from codemojex.domain.errors import ConfigurationError, InvalidAmount
 from codemojex.service import RoundPlan
 from codemojex.wallet import (
     MAX_AMOUNT,

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from codemojex.domain import CLASSIC
-from codemojex.pg import open_pool
+from codemojex.infra.pg import open_pool
 from codemojex.wallet import (
     CHECKS,
     DEFAULT_GRACE,

@@ -14,7 +14,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import CLASSIC
-from codemojex.pg import open_pool, with_dbname
+from codemojex.infra.pg import open_pool, with_dbname
 from codemojex.wallet import (
     STATS,
     Charged,

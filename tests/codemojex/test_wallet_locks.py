@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import codemojex.wallet
 from codemojex.domain import CLASSIC
-from codemojex.pg import open_pool
+from codemojex.infra.pg import open_pool
 from codemojex.wallet import (
     STATS,
     Charged,

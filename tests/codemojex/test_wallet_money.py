@@ -9,7 +9,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain import CLASSIC, draw_secret, exact_positions, score
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 from codemojex.wallet import (
     AlreadyApplied,
     AlreadyCharged,

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.errors import MigrationError
-from codemojex.pg import open_pool, with_dbname
+from codemojex.domain.errors import MigrationError
+from codemojex.infra.pg import open_pool, with_dbname
 from codemojex.wallet import ensure_player, load_migrations, migrate
 from tests.codemojex.support import drop_database, make_database, new_id
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from codemojex.pg import PgServer, open_pool
+from codemojex.infra.pg import PgServer, open_pool
 from codemojex.wallet import audit, ensure_player, grant, migrate
 from codemojex.wallet.results import AlreadyApplied, Granted
 from echomq import (

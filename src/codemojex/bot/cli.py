@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
-from codemojex.datadir import DEFAULT_DIR
+from codemojex.infra.datadir import DEFAULT_DIR
 
 if TYPE_CHECKING:
     from codemojex.bot.runtime import BotApp
     from codemojex.bot.standin import StandIn
-    from codemojex.datadir import DataDir
+    from codemojex.infra.datadir import DataDir
     from codemojex.service.series import SeriesSettings
 
 __all__ = ["bot"]
@@ -69,8 +69,8 @@ def bot(token: str | None, mode: str, webhook_url: str | None, secret: str | Non
     from codemojex.bot.admin import parse_admins
     from codemojex.bot.commands import DAILY_COINS, START_COINS
     from codemojex.bot.runtime import BotSettings
-    from codemojex.datadir import DataDir
-    from codemojex.servers import started_servers
+    from codemojex.infra.datadir import DataDir
+    from codemojex.infra.servers import started_servers
     from codemojex.service.series import SeriesSettings
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
@@ -112,7 +112,7 @@ async def _main(valkey_url: str, pg_url: str, settings: object, plan: SeriesSett
                 console: Console) -> bool:
     from codemojex.bot.runtime import BotApp, BotSettings
     from codemojex.bot.standin import StandIn
-    from codemojex.pg import open_pool
+    from codemojex.infra.pg import open_pool
     from codemojex.service import Services
     from codemojex.wallet import migrate
     from echomq import connect_async
@@ -144,8 +144,8 @@ async def _main(valkey_url: str, pg_url: str, settings: object, plan: SeriesSett
 
 
 async def _demo(app: BotApp, api: StandIn, console: Console) -> bool:
+    from codemojex.infra.waiting import wait_for
     from codemojex.service import current_round
-    from codemojex.waiting import wait_for
 
     tree = asyncio.create_task(app.run())
     user = 100_000 + os.getpid()

@@ -31,7 +31,7 @@ from codemojex.bot import replies
 from codemojex.bot.catalogue import language, text
 from codemojex.bot.inbound import Command, Inbound, Verb, decode_inbound, parse_command
 from codemojex.domain.emoji import default_set
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 from codemojex.service import (
     Admitted,
     Services,

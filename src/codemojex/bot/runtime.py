@@ -2,7 +2,7 @@
 
 Children in dependency order (each produces work only for children before it):
 
-1. ``game``      the game's own tree (:class:`codemojex.app.App`): cache, notify on
+1. ``game``      the game's own tree (:class:`codemojex.game.app.App`): cache, notify on
                  ``cm.notify`` with the Telegram delivery (beat 50 ms, lease 15 s),
                  score, settle, relay. It starts only once Telegram's rate budget is
                  set on ``cm.notify`` (:func:`~codemojex.bot.ratebudget.apply_budget`),
@@ -31,7 +31,6 @@ import signal
 from dataclasses import dataclass, field
 from typing import Literal
 
-from codemojex.app import App
 from codemojex.bot import commands, replies
 from codemojex.bot.admin import Admin
 from codemojex.bot.announce import Announcer, ScoreBatcher
@@ -43,7 +42,8 @@ from codemojex.bot.ratebudget import BudgetOptions, apply_budget
 from codemojex.bot.telegram import BotState, LocalWindow, TelegramDelivery, make_bot, warm_up_models
 from codemojex.bot.upkeep import Upkeep
 from codemojex.bot.webhook import WebhookServer, check_secret
-from codemojex.errors import ConfigurationError
+from codemojex.domain.errors import ConfigurationError
+from codemojex.game.app import App
 from codemojex.service import RoundPlan, Services, series
 from codemojex.service.series import SeriesSettings
 from codemojex.workers import notify

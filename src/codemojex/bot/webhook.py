@@ -21,7 +21,7 @@ import re
 from aiohttp import web
 
 from codemojex.bot.ingress import Ingress
-from codemojex.errors import ConfigurationError
+from codemojex.domain.errors import ConfigurationError
 
 __all__ = ["HEADER", "WebhookServer", "check_secret", "webhook_app"]
 

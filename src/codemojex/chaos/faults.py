@@ -33,7 +33,7 @@ from typing import Any
 
 from codemojex.chaos.gamework import GameWorkload
 from codemojex.chaos.queuework import QueueWorkload
-from codemojex.pg import PgServer
+from codemojex.infra.pg import PgServer
 from codemojex.wallet.admin import set_statement_timeout_everywhere, terminate_client_backends
 from echomq import EmbeddedValkey, LocalCluster
 

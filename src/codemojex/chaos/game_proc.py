@@ -4,7 +4,7 @@
 
 ``VALKEY_URL`` is one server or a cluster (``redis+cluster://…``).
 
-Runs the game's supervision tree (:class:`codemojex.app.App`: score, settle, notify,
+Runs the game's supervision tree (:class:`codemojex.game.app.App`: score, settle, notify,
 relay, cache) until SIGTERM, then stops it cleanly. It writes its pid to
 ``READY_FILE`` once the tree is started.
 """
@@ -17,8 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
-from codemojex.app import App
-from codemojex.pg import open_pool
+from codemojex.game.app import App
+from codemojex.infra.pg import open_pool
 from codemojex.service import Services
 from codemojex.wallet.migrate import GAME_ROLE
 from echomq import connect_async

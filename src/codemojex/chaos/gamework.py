@@ -3,7 +3,7 @@
 The game's consumers run in a :mod:`codemojex.chaos.game_proc` process (the fault
 injector kills it with kill -9 and starts another); the players submit through the
 real :func:`codemojex.service.submit` from this process. At the end every round of
-the series must settle, and the books must pass :func:`codemojex.report.check_run`
+the series must settle, and the books must pass :func:`codemojex.game.report.check_run`
 (the ledger sums to zero, no negative balance, every charged guess scored once,
 every closed round settled once and paid as the sealed pass says).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.emoji import default_set
-from codemojex.report import Checks, check_run
+from codemojex.game.report import Checks, check_run
 from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule, submit
 from codemojex.wallet import ensure_player, grant_start, reads
 from echomq import end_with_parent

@@ -44,8 +44,8 @@ from rich.table import Table
 from codemojex.chaos.faults import KINDS, Injector
 from codemojex.chaos.gamework import GameWorkload
 from codemojex.chaos.queuework import QueueWorkload
-from codemojex.pg import PgServer, open_pool, with_dbname
-from codemojex.report import Checks
+from codemojex.game.report import Checks
+from codemojex.infra.pg import PgServer, open_pool, with_dbname
 from codemojex.service import Services
 from codemojex.wallet import audit, migrate
 from codemojex.wallet.admin import create_database

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from codemojex.errors import ConfigurationError
+from codemojex.domain.errors import ConfigurationError
 
 __all__ = [
     "CLASSIC",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from codemojex.domain.emoji import EmojiSet, graphemes
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 
 __all__ = ["SIZE", "BadGuess", "Guess", "draw_secret", "format_guess", "parse_guess", "validate"]
 

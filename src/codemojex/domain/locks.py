@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from codemojex.domain.errors import ConfigurationError
 from codemojex.domain.guess import SIZE, Guess
-from codemojex.errors import ConfigurationError
 
 __all__ = ["merge"]
 

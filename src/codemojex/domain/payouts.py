@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from codemojex.domain.errors import ConfigurationError
 from codemojex.domain.scoring import MAX_SCORE
-from codemojex.errors import ConfigurationError
 
 __all__ = ["Payout", "ScoredGuess", "payout_ref", "settle"]
 

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from codemojex.domain.errors import ConfigurationError
 from codemojex.domain.guess import SIZE
-from codemojex.errors import ConfigurationError
 
 __all__ = ["MAX_SCORE", "POINTS_PER_STEP", "Score", "exact_positions", "score", "secret_hash"]
 

@@ -1,6 +1,6 @@
 """What the service layer runs against: the PostgreSQL pool, the Valkey connector,
 the game's queues and (optionally) the cache tier. Built once by the composition
-root (:mod:`codemojex.app`) and handed to every service and worker.
+root (:mod:`codemojex.game.app`) and handed to every service and worker.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, AsyncShardedQueue
 
 if TYPE_CHECKING:
-    from codemojex.cache import CacheTier
+    from codemojex.service.cache import CacheTier
 
 __all__ = ["COMMANDS_QUEUE", "NOTIFY_QUEUE", "SCORE_QUEUE", "SETTLE_QUEUE", "Services"]
 

@@ -4,7 +4,7 @@ Guarantees:
 
 * For **any** round, player and guess (any types, random bytes, invalid UTF-8,
   huge strings, other players' or rounds' ids) :func:`submit` returns either :class:`Admitted`
-  or exactly one :class:`~codemojex.errors.Reason`. It never raises: a transient
+  or exactly one :class:`~codemojex.domain.errors.Reason`. It never raises: a transient
   PostgreSQL failure (a dropped connection, a restart, a deadlock victim) is retried
   inside one bound for the whole call (the wallet's retry policy, 30 s by default);
   past it, or on any other database failure, it returns ``Reason.UNAVAILABLE``
@@ -53,7 +53,7 @@ from typing import Literal, overload
 
 from codemojex.domain import BadGuess, Guess, merge, parse_guess, validate_guess
 from codemojex.domain.emoji import default_set
-from codemojex.errors import ConfigurationError, DatabaseError, Reason
+from codemojex.domain.errors import ConfigurationError, DatabaseError, Reason
 from codemojex.service.codec import GuessJob, derive_id, encode
 from codemojex.service.context import Services
 from codemojex.wallet import (
@@ -153,7 +153,7 @@ async def submit(services: Services, round_id: object, player: object, guess: ob
 
     ``key`` (a non-empty string up to 128 characters) or ``guess_id`` (a valid ``JOB``
     id) makes a repeated call idempotent: charged once. Give at most one; a malformed
-    one is a programming error (:class:`~codemojex.errors.ConfigurationError`), raised
+    one is a programming error (:class:`~codemojex.domain.errors.ConfigurationError`), raised
     before anything is read or written. ``rnd``: the round ``round_id`` names, already
     read by the caller (it must be that round). ``explain``: a refusal as :class:`Refusal`.
     """

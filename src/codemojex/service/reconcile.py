@@ -52,7 +52,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from codemojex.errors import DatabaseError
+from codemojex.domain.errors import DatabaseError
 from codemojex.service.codec import GuessJob, encode, note_id, score_note
 from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle

@@ -20,7 +20,7 @@ import time
 
 import psycopg
 
-from codemojex.errors import DatabaseError
+from codemojex.domain.errors import DatabaseError
 from codemojex.service.codec import GuessJob, encode
 from codemojex.service.context import Services
 from codemojex.wallet import mark_admitted, unadmitted

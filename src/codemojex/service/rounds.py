@@ -26,7 +26,7 @@ so every step is idempotent under re-delivery:
   it skips the close transaction and only reads the stored payouts to re-admit their
   notes. A marker lost with Valkey costs only that shortcut: PostgreSQL stays the truth.
 * :func:`current_round` and :func:`round_of` read the cache tier first and
-  PostgreSQL on a miss (:mod:`codemojex.cache`).
+  PostgreSQL on a miss (:mod:`codemojex.service.cache`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 
 from codemojex.domain import draw_secret
 from codemojex.domain.emoji import default_set
+from codemojex.domain.errors import ConfigurationError
 from codemojex.domain.payouts import Payout
-from codemojex.errors import ConfigurationError
 from codemojex.service.codec import CloseRound, Note, OpenRound, derive_id, encode
 from codemojex.service.context import Services
 from codemojex.wallet import (
@@ -226,7 +226,7 @@ async def current_round(services: Services) -> Round | None:
 
 async def secret_of(services: Services, rid: str) -> tuple[str, ...] | None:
     """Round ``rid``'s secret, from the cache tier only if it matches the hash PostgreSQL keeps
-    (:meth:`~codemojex.cache.CacheTier.verified_round`), else from PostgreSQL. None: no round.
+    (:meth:`~codemojex.service.cache.CacheTier.verified_round`), else from PostgreSQL. None: no round.
     The scorer reads it so; so should anything that shows or uses a secret."""
     if services.cache is not None:
         rnd = await services.cache.verified_round(services.pool, rid)

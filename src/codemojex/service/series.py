@@ -14,7 +14,7 @@ unique index on open rounds mean no late or repeated open job opens a second rou
 each pass (:mod:`codemojex.service.reconcile`), so a lost open job never stops the rounds.
 
 Settings (:class:`SeriesSettings`) are integers in range, checked before anything is
-written; a bad one raises :class:`~codemojex.errors.InvalidSetting` naming it.
+written; a bad one raises :class:`~codemojex.domain.errors.InvalidSetting` naming it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 
 from codemojex.domain.emoji import default_set
-from codemojex.errors import InvalidAmount, InvalidSetting
+from codemojex.domain.errors import InvalidAmount, InvalidSetting
 from codemojex.service.codec import OpenRound, encode
 from codemojex.service.context import Services
 from codemojex.service.rounds import RoundPlan, open_job_id, round_id

@@ -5,7 +5,7 @@ rest of its SQL so that every statement of the game is under ``wallet/``. Each c
 opens its own ``autocommit`` connection to the server of ``url`` (a database cannot be
 created or dropped inside a transaction, and ``ALTER SYSTEM`` refuses one), and, like
 every wallet call, lets no ``psycopg`` exception type out: a failure is a
-:class:`~codemojex.errors.DatabaseError` with the server's first line.
+:class:`~codemojex.domain.errors.DatabaseError` with the server's first line.
 
 * :func:`create_database` / :func:`drop_database`: a database per test or per run;
   the name is checked before anything is sent (lowercase letters, digits, ``_``).
@@ -28,7 +28,7 @@ import psycopg
 from psycopg import conninfo, sql
 from psycopg.rows import TupleRow
 
-from codemojex.errors import ConfigurationError, DatabaseError
+from codemojex.domain.errors import ConfigurationError, DatabaseError
 
 __all__ = [
     "allow_connections",

@@ -1,4 +1,4 @@
-"""Amounts of money: ``int`` coins in range, or :class:`~codemojex.errors.InvalidAmount`.
+"""Amounts of money: ``int`` coins in range, or :class:`~codemojex.domain.errors.InvalidAmount`.
 
 Every place an amount or a price enters the wallet (a round's price, a plan's
 price, a grant, a charge, a payout) goes through :func:`amount` before the first
@@ -10,7 +10,7 @@ audit takes (all the coins ever granted) far inside PostgreSQL's ``bigint``.
 
 from __future__ import annotations
 
-from codemojex.errors import InvalidAmount
+from codemojex.domain.errors import InvalidAmount
 
 __all__ = ["MAX_AMOUNT", "amount"]
 

@@ -14,7 +14,7 @@ order. Guarantees:
 * **Run as the owner role.** Pending migrations run as :data:`OWNER_ROLE`
   (``SET LOCAL ROLE``), which owns every table (objects an earlier version created as
   the connecting user are handed to it first). The game itself runs as
-  :data:`GAME_ROLE` (:func:`codemojex.pg.open_pool` ``role=``), which migration
+  :data:`GAME_ROLE` (:func:`codemojex.infra.pg.open_pool` ``role=``), which migration
   ``0007_roles`` grants INSERT and SELECT on the money history and no UPDATE, DELETE,
   TRUNCATE or ALTER there. Both roles are created here (NOLOGIN) when missing, which
   needs a connecting user with CREATEROLE (the embedded server's is a superuser); an
@@ -31,7 +31,7 @@ from importlib import resources
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.errors import MigrationError
+from codemojex.domain.errors import MigrationError
 
 __all__ = ["GAME_ROLE", "MIGRATION_LOCK", "OWNER_ROLE", "Migration", "load_migrations", "migrate"]
 

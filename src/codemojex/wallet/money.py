@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.errors import ConfigurationError, Reason
+from codemojex.domain.errors import ConfigurationError, Reason
 from codemojex.wallet.amounts import amount as checked
 from codemojex.wallet.locks import Conn, lock
 from codemojex.wallet.results import (

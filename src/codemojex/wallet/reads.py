@@ -5,8 +5,8 @@ the simulation and its report (progress, the run's checks, the tables it prints)
 the dashboard page and the chaos run read PostgreSQL only through these functions.
 Each is one read-only statement on a pooled connection, tried once by default (a caller
 that loops, such as the reconciler or a progress bar, is the retry): a transient failure
-raises :class:`~codemojex.errors.Unavailable`, any other ``psycopg`` error
-:class:`~codemojex.errors.DatabaseError`, so no ``psycopg`` exception type leaves here.
+raises :class:`~codemojex.domain.errors.Unavailable`, any other ``psycopg`` error
+:class:`~codemojex.domain.errors.DatabaseError`, so no ``psycopg`` exception type leaves here.
 Inside :func:`retrying` (``codemojex play`` and its report run there) every read is
 retried like a write, within the same bound (the wallet's retry policy, 30 s by
 default): a PostgreSQL restart costs a reconnect, not the run. :func:`ping` is always
@@ -112,7 +112,7 @@ async def secret_hash(pool: AsyncConnectionPool, rid: str) -> str | None:
 
 # ---------------------------------------------------------------- the reconciler
 async def ping(pool: AsyncConnectionPool) -> None:
-    """Does PostgreSQL answer? Raises :class:`~codemojex.errors.DatabaseError` if not."""
+    """Does PostgreSQL answer? Raises :class:`~codemojex.domain.errors.DatabaseError` if not."""
     await _rows(pool, "SELECT 1", what="ping", policy=ONCE)
 
 

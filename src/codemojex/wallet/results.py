@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codemojex.errors import Reason
+from codemojex.domain.errors import Reason
 
 __all__ = [
     "AlreadyApplied",

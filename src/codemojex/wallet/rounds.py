@@ -76,7 +76,7 @@ async def create_round(
     """Create an open round with an empty pot; True if created, False if the id exists.
 
     ``guess_price`` must be an integer in range (:func:`codemojex.wallet.amounts.amount`);
-    anything else raises :class:`~codemojex.errors.InvalidAmount` and writes nothing.
+    anything else raises :class:`~codemojex.domain.errors.InvalidAmount` and writes nothing.
     """
     guess_price = amount(guess_price, "guess_price")
     async with transaction(pool) as conn:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
+from codemojex.domain.errors import Reason
 from codemojex.domain.payouts import Payout, ScoredGuess, payout_ref, settle
-from codemojex.errors import Reason
 from codemojex.wallet.locks import lock
 from codemojex.wallet.money import pay_locked
 from codemojex.wallet.results import NotReady, Paid, RoundRefused

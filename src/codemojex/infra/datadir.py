@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from codemojex.errors import ConfigurationError
+from codemojex.domain.errors import ConfigurationError
 
 __all__ = ["DEFAULT_DIR", "DataDir", "cmdline"]
 

@@ -32,7 +32,7 @@ import psycopg
 from psycopg import conninfo, sql
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.errors import ConfigurationError, DatabaseError
+from codemojex.domain.errors import ConfigurationError, DatabaseError
 from echomq import forget_server, track_server
 
 __all__ = ["ENV_URL", "PgServer", "open_pool", "with_dbname"]

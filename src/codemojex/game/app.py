@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from codemojex.cache import CacheTier
+from codemojex.service.cache import CacheTier
 from codemojex.service.codec import GuessJob
 from codemojex.service.context import Services
 from codemojex.service.reconcile import Reconciler

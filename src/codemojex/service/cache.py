@@ -49,9 +49,9 @@ from datetime import UTC, datetime
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.emoji import EmojiSet
+from codemojex.domain.errors import ConfigurationError
 from codemojex.domain.scoring import secret_hash
-from codemojex.errors import ConfigurationError
-from codemojex.scripts import game_script
+from codemojex.service.scripts import game_script
 from codemojex.wallet import Round, get_round
 from codemojex.wallet import reads as db_reads
 from codemojex.wallet.reads import current_round as current_round_in_db
@@ -66,7 +66,7 @@ from echomq import (
 
 __all__ = ["CURRENT", "DIRECTORY_KEY", "SHADOW", "CacheTable", "CacheTier", "Directory", "ReadStats"]
 
-log = logging.getLogger("codemojex.cache")
+log = logging.getLogger("codemojex.service.cache")
 
 DIRECTORY_KEY = "cm:cache:directory"
 DEFAULT_TTL_S = 24 * 3600  # a cache entry outlives any round; the database stays the truth

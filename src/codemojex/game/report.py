@@ -26,8 +26,8 @@ from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
 from rich.table import Table
 
+from codemojex.domain.errors import Reason
 from codemojex.domain.payouts import settle
-from codemojex.errors import Reason
 from codemojex.service import Services
 from codemojex.wallet import Audit, audit, reads
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from codemojex.pg import open_pool
+from codemojex.infra.pg import open_pool
 from codemojex.wallet import audit, reads
 from echomq import dashboard as board
 

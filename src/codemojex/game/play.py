@@ -1,15 +1,15 @@
 """The main job's game: simulated players against the real service (``codemojex play``).
 
 An entry point: the CLI runs it and nothing else imports it (its record of a run,
-:class:`~codemojex.report.Tally`, lives with the report that reads it).
+:class:`~codemojex.game.report.Tally`, lives with the report that reads it).
 
 Everything below goes through the real paths: players call
 :func:`codemojex.service.submit`; the real consumers under the app's supervision
 tree score, settle and notify; rounds open and close by delayed jobs. This module
 only drives players, shows progress, and reads the books afterwards
-(:mod:`codemojex.report`).
+(:mod:`codemojex.game.report`).
 
-A game survives its process: with a :class:`~codemojex.datadir.DataDir` the game
+A game survives its process: with a :class:`~codemojex.infra.datadir.DataDir` the game
 in flight (series, rounds, players, options) is recorded before its first round
 opens, and every guess has a deterministic id (derived from its round, player and
 number), so a resumed game (:func:`play` with ``resume=``) submits each guess it
@@ -32,14 +32,14 @@ from psycopg_pool import AsyncConnectionPool
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from codemojex.app import App
-from codemojex.datadir import DataDir
 from codemojex.domain.emoji import default_set
-from codemojex.errors import ConfigurationError, DatabaseError, Reason
-from codemojex.report import Tally
+from codemojex.domain.errors import ConfigurationError, DatabaseError, Reason
+from codemojex.game.app import App
+from codemojex.game.report import Tally
+from codemojex.infra.datadir import DataDir
+from codemojex.infra.waiting import wait_for
 from codemojex.service import Admitted, RoundPlan, Services, derive_id, kick, round_id, schedule, submit
 from codemojex.service.codec import OpenRound, encode
-from codemojex.waiting import wait_for
 from codemojex.wallet import ensure_player, get_round, grant_start, reads
 from codemojex.wallet.series import get_series
 from echomq import ids

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from codemojex.datadir import DEFAULT_DIR
-from codemojex.errors import CodemojexError
+from codemojex.domain.errors import CodemojexError
+from codemojex.infra.datadir import DEFAULT_DIR
 from echomq import clikit
 
 if TYPE_CHECKING:
@@ -88,11 +88,11 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
 
     from rich.console import Console
 
-    from codemojex.datadir import DataDir
-    from codemojex.errors import ConfigurationError, DatabaseError
-    from codemojex.play import PlayOptions
-    from codemojex.resume import check_same_servers, differences, servers_in_use
-    from codemojex.servers import started_servers
+    from codemojex.domain.errors import ConfigurationError, DatabaseError
+    from codemojex.game.play import PlayOptions
+    from codemojex.infra.datadir import DataDir
+    from codemojex.infra.resume import check_same_servers, differences, servers_in_use
+    from codemojex.infra.servers import started_servers
     from echomq import EchoMQError
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
@@ -154,7 +154,7 @@ def dashboard(url: str | None, database_url: str | None, host: str, port: int, t
     import psycopg
     from psycopg_pool import PoolTimeout
 
-    from codemojex.dashboard import game_page
+    from codemojex.ops.dashboard import game_page
     from echomq import EchoMQError, dashboard, server_url_from_env
 
     url = url or server_url_from_env()
@@ -171,9 +171,9 @@ def dashboard(url: str | None, database_url: str | None, host: str, port: int, t
 
 async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, data: object,
                 game: dict[str, object] | None, score_shards: int = 0) -> bool:
-    from codemojex.datadir import DataDir
-    from codemojex.pg import open_pool
-    from codemojex.play import PlayOptions
+    from codemojex.game.play import PlayOptions
+    from codemojex.infra.datadir import DataDir
+    from codemojex.infra.pg import open_pool
     from codemojex.wallet import migrate, reads, retry
     from codemojex.wallet.migrate import GAME_ROLE
     from echomq import connect_async
@@ -198,10 +198,10 @@ async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, da
 async def _play_on(pool: AsyncConnectionPool, connector: AsyncConnector | AsyncClusterConnector,
                    opts: object, console: Console, data: object, game: dict[str, object] | None,
                    score_shards: int) -> bool:
-    from codemojex.datadir import DataDir
-    from codemojex.play import PlayOptions, game_record
-    from codemojex.play import play as run
-    from codemojex.report import check_run, delivered_score_notes, print_report
+    from codemojex.game.play import PlayOptions, game_record
+    from codemojex.game.play import play as run
+    from codemojex.game.report import check_run, delivered_score_notes, print_report
+    from codemojex.infra.datadir import DataDir
     from codemojex.service import Services
 
     assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from codemojex.errors import ConfigurationError
-from codemojex.pg import ENV_URL
+from codemojex.domain.errors import ConfigurationError
+from codemojex.infra.pg import ENV_URL
 
 __all__ = ["check_same_servers", "differences", "redacted", "servers_in_use"]
 

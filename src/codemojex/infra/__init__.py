@@ -1,0 +1,2 @@
+"""The servers the game runs on: PostgreSQL and Valkey (embedded or by URL), its data
+folder, bounded waits."""

@@ -1,0 +1,1 @@
+"""The game's command line and its dashboard page."""
