@@ -104,6 +104,12 @@ BAD: dict[str, list[Case]] = {
     "enqueue_many": [], "admit_many": [], "fence": [], "pending_size": [], "promote": [],
     "reap": [], "stats": [], "trim": [], "wake_subscription": [], "pause": [], "resume": [],
     "gate": [],
+    "search": [lambda q, x: q.search(cursor="not a cursor"), lambda q, x: q.search(limit=0)],
+    "admit_flow": [lambda q, x: q.admit_flow(parent=("nope", b""), children=[("edge", x.id, b"")]),
+                   lambda q, x: q.admit_flow(parent=(x.id, b""), children=[("edge", x.id, b"")],
+                                             on_child_failure="maybe")],
+    "children": [lambda q, x: q.children("nope")],
+    "cancel_flow": [lambda q, x: q.cancel_flow("nope")],
 }
 
 # Queue methods with good arguments: against a dead server, ServerUnavailable.
@@ -144,6 +150,10 @@ GOOD: dict[str, Case] = {
     "resume": lambda q, x: q.resume(),
     "gate": lambda q, x: q.gate(),
     "set_limits": lambda q, x: q.set_limits(rate=RateLimit(3, 1000)),
+    "search": lambda q, x: q.search(),
+    "admit_flow": lambda q, x: q.admit_flow(parent=(x.id, b""), children=[("edge", generate("JOB"), b"")]),
+    "children": lambda q, x: q.children(x.id),
+    "cancel_flow": lambda q, x: q.cancel_flow(x.id),
 }
 
 

@@ -114,13 +114,18 @@ async def _main(valkey_url: str, pg_url: str, settings: object, plan: SeriesSett
     from codemojex.bot.standin import StandIn
     from codemojex.infra.pg import open_pool
     from codemojex.service import Services
-    from codemojex.wallet import migrate
+    from codemojex.wallet import migrate, retry
+    from codemojex.wallet.migrate import GAME_ROLE
     from echomq import connect_async
 
-    pool = await open_pool(pg_url, min_size=2, max_size=16)
+    owner = await open_pool(pg_url, min_size=1, max_size=1, name="codemojex-migrate")
+    try:  # migrations run as the owner role; the bot itself as the game's role, like play
+        await retry(lambda: migrate(owner), what="migrate", pool=owner)
+    finally:
+        await owner.close()
+    pool = await open_pool(pg_url, min_size=2, max_size=16, role=GAME_ROLE)
     connector = connect_async(valkey_url)
     try:
-        await migrate(pool)
         services = Services(pool, connector)
 
         if isinstance(settings, BotSettings):
