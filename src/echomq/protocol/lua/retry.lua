@@ -60,7 +60,7 @@ if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 byte
 local err = ARGV[5] or ''
 local big = too_long('error', #err, MAX_ERROR)
 if big then return big end
-if ARGV[6] ~= 'defer' and full(#err) then err = string.sub(err, 1, ROOM) end -- threshold: room
+if ARGV[6] ~= 'defer' and full(#err) then err = string.sub(err, 1, ROOM) end -- past the limit: 1 KiB
 local refused = fence(KEYS[8])
 if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel', 'parent')

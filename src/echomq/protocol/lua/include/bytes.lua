@@ -16,7 +16,7 @@ end
 -- full(adds): the OOM reply when a call would keep adds > ROOM client bytes on a server past
 -- its maxmemory under noeviction (read from INFO only then: a small call never pays), else nil.
 local function full(adds)
-  if adds <= ROOM then return nil end -- threshold: the room a call always has
+  if adds <= ROOM then return nil end -- the room a call always has
   local info = redis.call('INFO', 'memory')
   local used = tonumber(string.match(info, 'used_memory:(%d+)'))
   local limit = tonumber(string.match(info, 'maxmemory:(%d+)')) or 0
