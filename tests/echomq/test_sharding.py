@@ -200,8 +200,10 @@ async def test_a_sharded_consumer_drains_and_wakes_on_every_shard(conn: Any, qna
     async def handler(lease: Lease) -> None:
         seen.append(lease)
 
-    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(concurrency=6, beat_ms=50,
-                                                                   lease_ms=5000))
+    # A one-hour beat: no shard polls within the test, so each job starts only because its
+    # shard's wake channel (or hand-off) woke that shard's consumer; 50 ms polling would not.
+    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(
+        concurrency=6, beat_ms=3_600_000, lease_ms=10_800_000))
     run = asyncio.create_task(consumer.run())
     ids = [generate("JOB") for _ in range(30)]
     await q.enqueue_many([(i, b"") for i in ids])
