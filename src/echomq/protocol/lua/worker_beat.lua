@@ -27,7 +27,9 @@ local big = too_long('name', #ARGV[1], MAX_NAME) or too_long('about', #ARGV[3], 
   or (ttl > 0 and not redis.call('ZSCORE', KEYS[1], ARGV[1]) and full(#ARGV[1] + #ARGV[3]))
 if big then return big end
 local refused = fence(KEYS[3])
-if refused then return refused end
+-- A worker registers on a sharded queue's logical name, whose meta records 'echomq-sharded'
+-- (echomq.protocol.sharding.SHARDED): that refusal is for queue clients, not registrations.
+if refused and redis.call('HGET', KEYS[3], 'protocol') ~= 'echomq-sharded' then return refused end
 local now = now_ms()
 local gone = redis.call('ZRANGE', KEYS[1], '-inf', '(' .. fmt(now), 'BYSCORE', 'LIMIT', 0, 16)
 if #gone > 0 then
