@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
@@ -138,11 +139,20 @@ async def _property(url: str, backend: str, steps: list[tuple[str, str, int, int
             await q.complete_many(got)
         assert sum(run.seen.values()) > 0
         RUNS.update(run.seen)
+        RUNS["examples"] += 1
     finally:
         await conn.aclose()
 
 
 RUNS: Counter[str] = Counter()
+"""What the property's examples did, summed over a session (``pytest -s`` prints it)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_runs() -> Iterator[None]:
+    yield
+    if RUNS:
+        print(f"\npriority property: {dict(sorted(RUNS.items()))}")
 
 
 async def _drain(q: AsyncQueue) -> None:
