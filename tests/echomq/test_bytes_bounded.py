@@ -147,10 +147,14 @@ async def test_a_foreign_client_is_refused_before_the_first_write(
     cases += [("worker_beat", workers, ["w" * (b.MAX_WORKER_NAME + 1), 1000, "{}"]),
               ("worker_beat", workers, ["w", 1000, "a" * (b.MAX_ABOUT + 1)]),
               ("worker_beat", workers, ["w", b.MAX_TTL_MS + 1, "{}"])]
+    job = generate("JOB")  # admit is deny-oom, and checks the lane it keeps all the same
+    cases.append(("admit", [k.job(job), k.pending, k.delayed, k.lanes, k.meta, k.wake],
+                  [job, b"x", "l" * 1025, 0, "0", "", 0, ""]))
     for script, keys, args in cases:
         with pytest.raises(redis.ResponseError, match=r"^EMQARG"):
             raw.eval(load(script).source, len(keys), *keys, *args)
     assert {x.id: raw.hgetall(k.job(x.id)) for x in (lease, other)} == before
+    assert raw.exists(k.job(job)) == 0
     assert raw.zcard(workers[0]) == 0
 
 
