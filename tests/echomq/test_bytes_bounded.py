@@ -149,7 +149,7 @@ async def test_a_foreign_client_is_refused_before_the_first_write(
               ("worker_beat", workers, ["w", b.MAX_TTL_MS + 1, "{}"])]
     job = generate("JOB")  # admit is deny-oom, and checks the lane it keeps all the same
     cases.append(("admit", [k.job(job), k.pending, k.delayed, k.lanes, k.meta, k.wake],
-                  [job, b"x", "l" * 1025, 0, "0", "", 0, ""]))
+                  [job, b"x", "l" * 1025, 0, "0", "", 0, "", ""]))
     for script, keys, args in cases:
         with pytest.raises(redis.ResponseError, match=r"^EMQARG"):
             raw.eval(load(script).source, len(keys), *keys, *args)
