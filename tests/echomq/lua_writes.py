@@ -9,6 +9,7 @@ for each stored ``ARGV``, whether the script bounds it before its first write:
 * bytes: ``too_long(what, #<ref>, MAX)`` (lua/include/bytes.lua), or
   ``if #<ref> > MAX then return redis.error_reply(...)``;
 * a number: ``<v> = tonumber(<ref>)`` then ``<v> > <max>`` (a max other than 0);
+* one of a few words: ``if <ref> ~= 'a' and <ref> ~= 'b' then return redis.error_reply``;
 * an id: the header names it ``id``/``ids`` (or it is the id of a triple): every script
   writes an id only about a row that exists, and rows come only from deny-oom admission.
 
@@ -34,10 +35,15 @@ WRITES = (*STORES, "DEL", "UNLINK", "HDEL", "ZREM", "ZREMRANGEBYSCORE", "SREM", 
           "LPOP", "RPOP", "EXPIRE", "PEXPIRE", "SPUBLISH", "PUBLISH", "INCR")
 ID_NAMES = {"id", "ids"}
 ID_EXPRS = {("complete_batch", "3 * i")}  # the id of each (id, attempt, result) triple
+EXISTING = {("flow_parent", "3")}
+"""Values written only where the script first found them already stored: flow_parent's
+``child`` names a field ``c:<child>`` it writes only when ``HGET`` finds it '' (flow_admit
+created it; a child it does not list is refused before the write)."""
 
 _CALL = re.compile(r"(?:redis\.call|\bcall)\('([A-Z]+)'")
 _ARGV = re.compile(r"ARGV\[([^\]]+)\]")
 _HEADER_ARGV = re.compile(r"^-- ARGV\[(\d+)(\.\.)?\] (\w+):", re.M)
+_COMPARE = re.compile(r"[\w\[\]#.+*() -]*?\S\s*(?:==|~=|<=|>=|<|>)\s*[^\s)]+")
 _FUNC = re.compile(r"^local function (\w+)\(([^)]*)\)", re.M)
 
 
@@ -120,6 +126,7 @@ def stored_argv(name: str, text: str) -> tuple[list[Stored], int]:
     carries: dict[str, set[str]] = {}  # a local or table -> the ARGV expressions it holds
 
     def refs(expr: str) -> set[str]:
+        expr = _COMPARE.sub(" ", expr)  # a comparison is a boolean: its operands are not kept
         found = set(_ARGV.findall(expr))
         for word in re.findall(r"[A-Za-z_]\w*", expr):
             found |= carries.get(word, set())
@@ -171,12 +178,15 @@ def unbounded(name: str, text: str) -> list[str]:
     before = "\n".join(body[:first])
     carries = {}
     for ln in body[:first]:
-        m = re.match(r"^\s*local\s+(\w+)\s*=\s*ARGV\[([^\]]+)\]", ln)
+        m = re.match(r"^\s*local\s+([\w\s,]+?)\s*=\s*(.+)$", ln)
         if m:
-            carries[m.group(1)] = m.group(2)
+            for var, val in zip(_split(m.group(1)), _split(m.group(2)), strict=False):
+                a = re.match(r"ARGV\[([^\]]+)\]", val.strip())
+                if a:
+                    carries[var.strip()] = a.group(1)
     out = []
     for s in {(s.expr, s.name): s for s in stored}.values():
-        if s.name in ID_NAMES or (name, s.expr) in ID_EXPRS:
+        if s.name in ID_NAMES or (name, s.expr) in ID_EXPRS | EXISTING:
             continue
         names = [re.escape(f"ARGV[{s.expr}]")] + [re.escape(v) for v, e in carries.items()
                                                    if e == s.expr]
@@ -185,6 +195,7 @@ def unbounded(name: str, text: str) -> list[str]:
                     or re.search(rf"#{ref}\s*>\s*(?!0\b)\w+\s+then\s+return\s+redis\.error_reply", before))
         num = re.search(rf"([\w\[\]]+)\s*=\s*tonumber\({ref}\)", before)
         as_number = num and re.search(rf"{re.escape(num.group(1))}\s*>\s*(?!0\b)\w+", before)
-        if not (as_bytes or as_number):
+        as_enum = re.search(rf"{ref}\s*~=\s*'[^']*'[^\n]*\n?\s*return redis\.error_reply", before)
+        if not (as_bytes or as_number or as_enum):
             out.append(f"{name}: ARGV[{s.expr}] ({s.name}) stored on line {s.line + 1} unbounded")
     return sorted(out)
