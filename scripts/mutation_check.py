@@ -156,6 +156,18 @@ MUTANTS: list[Mutant] = [
     Mutant("complete: a cancelled flow child noticed as done", "complete.lua",
            "if row[5] then flow_told(KEYS[6], ARGV[1], row[5], row[4] and 'cancelled' or 'done') end",
            "if row[5] then flow_told(KEYS[6], ARGV[1], row[5], 'done') end", "outcome wrong"),
+    # priorities on one virtual time for every kind of job (issue 29 item 2): a plain job
+    # scored 0 overtook a level-p job once the lanes' virtual time passed p * AGE (the
+    # model's history and plain_versus_laned steps; tests/echomq/test_priority_history.py)
+    Mutant("pend: a plain job scores 0", "include/pend.lua",
+           "score = tonumber(redis.call('HGET', meta, 'vtime') or '0')",
+           "score = lane and tonumber(redis.call('HGET', meta, 'vtime') or '0') or 0",
+           "a requeued, retried or promoted plain job back at 0"),
+    Mutant("enqueue: a plain job scores 0", "enqueue.lua",
+           "redis.call('HGET', KEYS[4], 'vtime') or '0'", "0", "the old rule on admission"),
+    Mutant("enqueue_batch: plain jobs score 0", "enqueue_batch.lua",
+           "local tag = redis.call('HGET', KEYS[3], 'vtime') or '0'", "local tag = '0'",
+           "the old rule on batch admission"),
 ]
 
 

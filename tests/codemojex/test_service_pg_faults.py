@@ -13,6 +13,7 @@ import asyncio
 import time
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -61,7 +62,13 @@ async def test_rounds_settle_through_restarts_and_terminated_backends(
         if kind == "restart":
             await asyncio.to_thread(own_pg.restart, mode="immediate")
         else:
-            assert await terminate_backends(own_pg.url, dbname_of(pool)) >= 0
+            # A session held through the fault: it must be among those ended (a count of
+            # 0 or more said nothing; the server ends it, so its next query fails).
+            async with pool.connection() as held:
+                await held.execute("SELECT 1")
+                assert await terminate_backends(own_pg.url, dbname_of(pool)) >= 1
+                with pytest.raises(psycopg.OperationalError):
+                    await held.execute("SELECT 1")
         faults[kind] += 1
 
     transient_before = sum(STATS.failures.values())

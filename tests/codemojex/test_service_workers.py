@@ -21,6 +21,7 @@ from codemojex.service import (
 from codemojex.service.codec import decode_note
 from codemojex.wallet import NotReady, audit, get_round, locked_positions, record_score
 from codemojex.workers import ScoreWorker
+from echomq import Ack
 from echomq.core.model import Lease
 from tests.codemojex.game import PRICE, SECRET, eventually, make_player, make_round, score_of
 
@@ -40,13 +41,13 @@ async def test_a_guess_delivered_twice_is_scored_and_notified_once(services: Ser
     assert isinstance(out, Admitted)
     lease = await _claim(services)
     worker = ScoreWorker(services)
-    assert await worker.handle(lease) is not None
+    assert isinstance(await worker.handle(lease), Ack)  # scored: completes, not a Backoff
     expected = score(SECRET, GUESS).total
     assert await score_of(services.pool, out.job_id) == expected
     assert await locked_positions(services.pool, rid, player) == {0: "😀", 3: "👻", 5: "🐶"}
     async with services.pool.connection() as conn:  # a different stored score must survive a re-run
         await conn.execute("UPDATE guesses SET score = 7 WHERE id = %s", (out.job_id,))
-    assert await worker.handle(lease) is not None  # the re-delivery
+    assert isinstance(await worker.handle(lease), Ack)  # the re-delivery completes too
     assert await score_of(services.pool, out.job_id) == 7
     assert worker.scored == 1
     (note,) = await services.notifications.browse("pending")

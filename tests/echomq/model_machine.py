@@ -50,7 +50,7 @@ from echomq import (
 from echomq.core.failures import parse_failure
 from echomq.core.hooks import Hooks
 from echomq.core.outcomes import Backoff
-from echomq.protocol.gate import Claimed, Gate, RateLimit
+from echomq.protocol.gate import PRIORITY_AGE, Claimed, Gate, RateLimit
 from echomq.protocol.schedules import Schedule, decode_schedule
 from echomq.protocol.scripts import bundle
 from echomq.runtime.handling import call_handler, timeout_for
@@ -82,6 +82,8 @@ REACH = frozenset({
     "schedule ticks below the mark refused", "schedule tick not due refused",
     # the claim gate: pause, rate limits per queue and per lane, priorities
     "paused claim", "queue rate held", "lane rate held", "priority tag", "claimed at priority 3",
+    # priorities on the same virtual time for every kind of job, on a queue with history
+    "history past AGE", "plain versus laned after history",
     # the batched settle path and the finish variants
     "complete_batch completed", "settle completed", "settle claimed", "done and deleted at once",
     # upkeep: promote, retention, dead jobs
@@ -93,7 +95,7 @@ REACH = frozenset({
 })
 """What every full run must reach (the test asserts it from ``QueueMachine.reached``)."""
 GATE_REACH = frozenset({"paused claim", "queue rate held", "lane rate held", "handed off",
-                        "hand-off held"})
+                        "hand-off held", "history past AGE", "plain versus laned after history"})
 """What only a machine on one queue reaches (a sharded queue has one gate per shard)."""
 
 
@@ -702,6 +704,41 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.q.admit(jid, jid.encode(), lane="g") is Verdict.ENQUEUED
             self.ref.admit(jid, jid.encode(), "g")
         self._claim(CAP, LONG)
+
+    @op(when=lambda self: self.gated() and not self.ref.paused and not self.ref.rate
+        and not self.ref.lane_rate and self.ref.vtime <= PRIORITY_AGE)
+    def history(self) -> None:
+        """1,050 jobs through lane h (admitted, claimed, completed): the lanes' virtual time
+        passes AGE, where a plain job scored 0 used to overtake a level-1 job."""
+        jobs = [generate("JOB") for _ in range(PRIORITY_AGE + 50)]
+        assert set(self.q.admit_many([(i, b"", "h") for i in jobs])) == {Verdict.ENQUEUED}
+        for i in jobs:
+            self.ref.admit(i, b"", "h")
+        mine = set(jobs)
+        while mine & set(self.ref.ids("pending")):
+            got = [x for x in self._claim(600, LONG, window=1300) if x.id in mine]
+            t0 = self.now()
+            assert self.q_drop.complete_many(got) == [Completion.COMPLETED] * len(got)
+            t1 = self.now()
+            for x in got:
+                self.ref.complete(x.id, x.attempt, False, (t0, t1))
+            self.leases = [x for x in self.leases if x.id not in mine]
+        self.ref.seen["history past AGE"] += 1
+
+    @op(2, when=lambda self: self.gated() and self.live() < CAP - 3 and not self.ref.paused,
+        prio=st.integers(1, 3), lane=st.sampled_from(["f", "g"]))
+    def plain_versus_laned(self, prio: int, lane: str) -> None:
+        """A plain level-0 job, then level-``prio`` jobs without and with a lane: one claim of
+        three, in the model's order (the rule of include/pend.lua on the same virtual time)."""
+        plain, unlaned, laned = (generate("JOB") for _ in range(3))
+        assert self.q.enqueue(plain, plain.encode()) is Verdict.ENQUEUED
+        self.ref.admit(plain, plain.encode())
+        for jid, ln in ((unlaned, None), (laned, lane)):
+            assert self.q.admit(jid, jid.encode(), lane=ln, priority=prio) is Verdict.ENQUEUED
+            self.ref.admit(jid, jid.encode(), ln, prio=prio)
+        self._claim(3, LONG)
+        if self.ref.vtime > prio * PRIORITY_AGE:
+            self.ref.seen["plain versus laned after history"] += 1
 
     @op(when=lambda self: self.gated() and self.live() < CAP - 2 and not self.ref.paused,
         most=st.integers(1, 2))

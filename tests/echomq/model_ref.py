@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from echomq import CancelOutcome, Completion, ProgressOutcome, RetryOutcome
 from echomq.protocol.gate import PRIORITY_AGE
 
+HEAD = -(2**50)  # a serial lane's head scores below every tag (include/pend.lua)
+
 NOW = -1  # a log entry written by the claim being modelled: its time is the claim's own now
 
 
@@ -105,18 +107,26 @@ class Ref:
         return job.lane if job.lane is not None else ("" if job.prio else None)
 
     def pend(self, jid: str, head: bool) -> None:
+        # The rule of include/pend.lua (docs/protocol.md "Priorities"), written from the
+        # prose, not the Lua: tag on the virtual time, minus p * AGE; a plain job's tag is
+        # vtime itself; a job holding its serial lane goes before every other (HEAD - p).
         job = self.jobs[jid]
-        score = 0
         line = self.line(job)
-        if line is not None and not head:
+        if head:
+            score = HEAD - job.prio
+            self.seen["lane head goes first"] += 1
+        elif line is None:
+            score = self.vtime
+            self.seen["plain tag is vtime" if self.vtime else "plain tag"] += 1
+        else:
             score = max(self.vtime, self.lanes.get(line, 0)) + 1
             self.lanes[line] = score
             self.seen["fair tag behind another" if score > 1 else "fair tag"] += 1
-        elif job.lane:
-            self.seen["lane head goes first"] += 1
         if job.prio:
             self.seen["priority tag"] += 1
-        job.state, job.score, job.expired = "pending", score - job.prio * PRIORITY_AGE, False
+        if not head:
+            score -= job.prio * PRIORITY_AGE
+        job.state, job.score, job.expired = "pending", score, False
 
     def release(self, jid: str) -> None:
         lane = self.jobs[jid].lane

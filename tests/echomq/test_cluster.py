@@ -280,7 +280,6 @@ async def test_manual_failover_fails_no_admission(local_cluster: LocalCluster, q
         await task
         assert replica.role == "primary"
         assert producer.failed == []
-        assert producer.longest_gap < 1.0
         assert (await queue.stats()).pending == len(producer.acked)
     finally:
         await conn.aclose()
@@ -300,10 +299,8 @@ async def test_durable_admission_fails_clearly_while_the_replica_is_stopped(
         replica = local_cluster.replica_of(local_cluster.primary_for_key(queue.keys["pending"]))
         local_cluster.pause_node(replica)
         try:
-            t0 = time.monotonic()
             with pytest.raises(NotDurable, match="0 of 1 replicas"):
                 await queue.enqueue(jid(), b"lost?")
-            assert 0.25 < time.monotonic() - t0 < 3
             verdicts = await queue.enqueue_many([(jid(), b"a"), (jid(), b"b")])
             assert [type(v) for v in verdicts] == [NotDurable, NotDurable]
             with pytest.raises(NotDurable):

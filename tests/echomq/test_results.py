@@ -31,7 +31,15 @@ from echomq import (
     generate,
 )
 from tests.conftest import keys_of
+from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
+from tests.echomq.test_consumer import subscribed
+
+
+async def _listening(raw: redis.Redis, q: AsyncQueue) -> None:
+    """A waiter is subscribed to the queue's finished channel (the condition the waits
+    below used to sleep for)."""
+    await wait_for(lambda: subscribed(raw, q.keys["finished"]), 30)
 
 
 async def _leased(q: AsyncQueue, payload: bytes = b"p") -> Any:
@@ -40,6 +48,10 @@ async def _leased(q: AsyncQueue, payload: bytes = b"p") -> Any:
     (lease,) = await q.claim(1, lease_ms=60_000)
     assert lease.id == jid
     return lease
+
+
+async def _two(calls: list[str]) -> bool:
+    return len(calls) >= 2
 
 
 def _counting(conn: Any) -> list[str]:
@@ -62,7 +74,10 @@ async def test_a_waiter_wakes_on_completion_with_the_result_without_polling(
     try:
         calls = _counting(other)
         waiter = asyncio.create_task(AsyncQueue(other, queue.name).result(lease.id, timeout=60))
-        await asyncio.sleep(1.0)  # the waiter is blocked on the channel this whole second
+        await _listening(raw, queue)
+        await wait_for(lambda: _two(calls), 30)  # the check, then the check after subscribing
+        # A window to see the waiter idle: one that polled would read the row again in it.
+        await asyncio.sleep(0.5)
         assert not waiter.done()
         assert calls == ["row", "row"], calls  # before the end: the check, then the check after subscribing
         await queue.complete(lease, b'{"answer": 42}')
@@ -76,11 +91,12 @@ async def test_a_waiter_wakes_on_completion_with_the_result_without_polling(
     assert keys_of(raw, queue.name) == {queue.keys["done"], queue.keys["meta"], queue.job_key(lease.id)}
 
 
-async def test_a_dead_jobs_result_is_its_error_and_a_cancelled_ones_says_so(queue: AsyncQueue) -> None:
+async def test_a_dead_jobs_result_is_its_error_and_a_cancelled_ones_says_so(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
     one = AsyncQueue(queue.connector, queue.name, options=QueueOptions(max_attempts=1))
     lease = await _leased(one)
     waiter = asyncio.create_task(queue.result(lease.id, timeout=60))
-    await asyncio.sleep(0.2)
+    await _listening(raw, queue)
     assert (await one.retry(lease, delay_ms=0, error="ValueError: bad input\ntraceback")).value == "dead"
     with pytest.raises(JobFailed, match="bad input") as failed:
         await asyncio.wait_for(waiter, 30)
@@ -88,7 +104,7 @@ async def test_a_dead_jobs_result_is_its_error_and_a_cancelled_ones_says_so(queu
     later = generate("JOB")
     await queue.admit(later, b"x", delay_ms=3_600_000)
     waiter = asyncio.create_task(queue.result(later, timeout=60))
-    await asyncio.sleep(0.2)
+    await _listening(raw, queue)
     await queue.cancel([later])
     with pytest.raises(JobCancelled):
         await asyncio.wait_for(waiter, 30)
@@ -96,7 +112,8 @@ async def test_a_dead_jobs_result_is_its_error_and_a_cancelled_ones_says_so(queu
         await queue.result(generate("JOB"), timeout=5)
 
 
-async def test_not_ended_in_time_is_a_timeout_and_not_kept_is_not_found(queue: AsyncQueue) -> None:
+async def test_not_ended_in_time_is_a_timeout_and_not_kept_is_not_found(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
     lease = await _leased(queue)
     t0 = time.monotonic()
     with pytest.raises(ResultTimeout, match="active") as late:
@@ -106,7 +123,7 @@ async def test_not_ended_in_time_is_a_timeout_and_not_kept_is_not_found(queue: A
         await queue.result(lease.id, timeout=0)  # looks once
     drop = AsyncQueue(queue.connector, queue.name, options=QueueOptions(keep_done_ms=0))
     waiter = asyncio.create_task(queue.result(lease.id, timeout=60))
-    await asyncio.sleep(0.2)
+    await _listening(raw, queue)
     await drop.complete(lease, b"gone")
     with pytest.raises(JobNotFound):  # keep_done_ms=0 keeps no result: the waiter says so
         await asyncio.wait_for(waiter, 30)
@@ -134,7 +151,7 @@ async def test_many_waiters_on_one_queue_each_get_their_own_result(queue: AsyncQ
                                                                    raw: redis.Redis) -> None:
     leases = [await _leased(queue) for _ in range(12)]
     waiters = [asyncio.create_task(queue.result(x.id, timeout=60)) for x in leases]
-    await asyncio.sleep(0.3)
+    await _listening(raw, queue)  # (an end before a waiter subscribes is not missed either)
     await queue.complete_many(leases[:6], [x.id.encode() for x in leases[:6]])  # one batch
     for x in leases[6:]:
         await queue.complete(x, x.id.encode())
@@ -143,7 +160,7 @@ async def test_many_waiters_on_one_queue_each_get_their_own_result(queue: AsyncQ
 
 
 def test_the_blocking_api_waits_in_a_thread_for_a_completion_elsewhere(
-        sync_conn: Connector, qname: str, backend_url: str) -> None:
+        sync_conn: Connector, qname: str, backend_url: str, raw: redis.Redis) -> None:
     q = Queue(sync_conn, qname)
     jid = generate("JOB")
     q.enqueue(jid, b"p")
@@ -151,7 +168,10 @@ def test_the_blocking_api_waits_in_a_thread_for_a_completion_elsewhere(
     got: list[bytes] = []
     waiter = threading.Thread(target=lambda: got.append(q.result(jid, timeout=60)))
     waiter.start()
-    time.sleep(0.3)
+    give_up = time.monotonic() + 30
+    while not asyncio.run(subscribed(raw, q.keys["finished"])):  # the thread is waiting
+        assert time.monotonic() < give_up, "the waiter never subscribed"
+        time.sleep(0.01)
     worker = type(sync_conn).from_url(backend_url)
     try:
         Queue(worker, qname).complete(lease, b"sync result")

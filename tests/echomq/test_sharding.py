@@ -33,6 +33,8 @@ from echomq import (
 )
 from echomq.protocol.sharding import MAX_SHARDS, RETIRED, ShardLayout
 from echomq.servers.local_cluster import LocalCluster
+from tests.echomq._async.support import wait_for
+from tests.echomq.test_consumer import subscribed
 
 LONG = 600_000
 
@@ -193,16 +195,21 @@ async def test_dead_jobs_and_pages_cover_every_shard(conn: Any, qname: str) -> N
 
 
 # -------------------------------------------------------------------- consumer
-async def test_a_sharded_consumer_drains_and_wakes_on_every_shard(conn: Any, qname: str) -> None:
+async def test_a_sharded_consumer_drains_and_wakes_on_every_shard(conn: Any, qname: str,
+                                                                  raw: redis.Redis) -> None:
     q = AsyncShardedQueue(conn, qname, shards=3)
     seen: list[Lease] = []
 
     async def handler(lease: Lease) -> None:
         seen.append(lease)
 
-    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(concurrency=6, beat_ms=50,
-                                                                   lease_ms=5000))
+    # A one-hour beat: no shard polls within the test, so each job starts only because its
+    # shard's wake channel (or hand-off) woke that shard's consumer; 50 ms polling would not.
+    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(
+        concurrency=6, beat_ms=3_600_000, lease_ms=10_800_000))
     run = asyncio.create_task(consumer.run())
+    for shard in q.shards:  # every shard's consumer idle and listening before the first job
+        await wait_for(lambda shard=shard: subscribed(raw, shard.keys["wake"]), 30)
     ids = [generate("JOB") for _ in range(30)]
     await q.enqueue_many([(i, b"") for i in ids])
     await _until(lambda: len(seen) >= 30)

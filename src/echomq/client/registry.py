@@ -24,6 +24,7 @@ from typing import Any
 
 from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connector import AsyncConnector
+from echomq.core.bounds import MAX_ABOUT, MAX_TTL_MS, MAX_WORKER_NAME, check_bytes
 from echomq.core.errors import InvalidArgument
 from echomq.protocol import keyspace
 from echomq.protocol.scripts import load
@@ -35,7 +36,7 @@ log = logging.getLogger("echomq.client.registry")
 
 def worker_name() -> str:
     """A name unique to this process: ``host:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+    return f"{socket.gethostname()[:200]}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
 class MinuteCounts:
@@ -74,6 +75,10 @@ class Registration:
                  about: Callable[[], dict[str, Any]] | None = None) -> None:
         if ttl_s < 2 * beat_s or beat_s <= 0:
             raise InvalidArgument("ttl_s must cover at least two beats, and beat_s be > 0")
+        if ttl_s * 1000 > MAX_TTL_MS:
+            raise InvalidArgument(f"ttl_s must be at most {MAX_TTL_MS // 1000} (one day)")
+        if name is not None and not 1 <= len(name.encode()) <= MAX_WORKER_NAME:
+            raise InvalidArgument(f"a worker's name is 1..{MAX_WORKER_NAME} bytes, not {name!r}")
         self.connector = connector
         self.queues = [keyspace.check_queue(q) for q in queues]
         self.name = name or worker_name()
@@ -88,7 +93,9 @@ class Registration:
 
     async def beat(self) -> None:
         """Register (or refresh) on every queue once."""
-        about = json.dumps(self._about(), sort_keys=True, default=str)
+        # Bounded before any I/O: the script refuses more (MAX_ABOUT) from any client.
+        about = check_bytes("about", json.dumps(self._about(), sort_keys=True, default=str).encode(),
+                            MAX_ABOUT)
         for queue in self.queues:
             await self.connector.eval(load("worker_beat"), self._keys(queue),
                                       [self.name, int(self.ttl_s * 1000), about])

@@ -6,20 +6,28 @@ any I/O; the scripts check the same ranges again (``EMQARG``).
 
 from __future__ import annotations
 
-from echomq.core.errors import InvalidArgument
+from echomq.core.errors import InvalidArgument, InvalidPayload, PayloadTooLarge
 
 __all__ = [
+    "MAX_ABOUT",
     "MAX_ATTEMPTS",
     "MAX_BEAT_MS",
     "MAX_COUNT",
     "MAX_DELAY_MS",
+    "MAX_ERROR",
     "MAX_KEEP_MS",
     "MAX_LANE",
     "MAX_LEASE_MS",
     "MAX_OFFSET",
     "MAX_PAGE",
     "MAX_PROGRESS",
+    "MAX_RESULT",
+    "MAX_RESULTS",
+    "MAX_TTL_MS",
     "MAX_WINDOW",
+    "MAX_WORKER_NAME",
+    "OOM_ROOM",
+    "check_bytes",
     "check_int",
 ]
 
@@ -35,6 +43,16 @@ MAX_WINDOW = 2 * MAX_COUNT + 64
 MAX_OFFSET = 2**53
 MAX_LANE = 256
 MAX_PROGRESS = 65_536  # bytes of one progress report: a note, not a payload
+# The bytes a draining (allow-oom) script keeps: the protocol's ceilings, checked again by
+# the scripts (lua/include/bytes.lua; tests/echomq/test_bytes_bounded.py checks they agree).
+# A queue may set lower limits (QueueOptions.max_result, max_error), never higher ones.
+MAX_RESULT = 512 * 1024  # one job's result: as large as the default max_payload
+MAX_RESULTS = 4 * 1024 * 1024  # the results of one complete_batch call together
+MAX_ERROR = 64 * 1024  # one failed attempt's error text (failure_text writes ~4 KiB)
+MAX_WORKER_NAME = 256  # a worker's registered name, bytes
+MAX_ABOUT = 8 * 1024  # a worker's registered description (JSON), bytes
+MAX_TTL_MS = DAY_MS  # a worker's registration without a beat
+OOM_ROOM = 1024  # client bytes one call may still add past maxmemory (the stated slack)
 
 
 def check_int(name: str, value: object, lo: int, hi: int) -> int:
@@ -44,3 +62,14 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise InvalidArgument(f"{name} must be in {lo}..{hi}, not {value}")
     return value
+
+
+def check_bytes(name: str, value: object, limit: int) -> bytes:
+    """``value`` as bytes if it is bytes-like and at most ``limit`` long, else
+    InvalidPayload (not bytes) or PayloadTooLarge (too long), before any I/O."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidPayload(f"{name} must be bytes, not {type(value).__name__}")
+    data = bytes(value)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"{name} of {len(data)} bytes exceeds its limit of {limit}")
+    return data

@@ -16,7 +16,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 
-__all__ = ["MAX_MESSAGE", "MAX_TRACEBACK", "LastError", "failure_text", "parse_failure"]
+__all__ = ["MAX_MESSAGE", "MAX_TRACEBACK", "LastError", "clip", "failure_text", "parse_failure"]
 
 MAX_MESSAGE = 1000
 MAX_TRACEBACK = 3000
@@ -38,6 +38,14 @@ def failure_text(exc: BaseException) -> str:
     if len(tb) > MAX_TRACEBACK:
         tb = f"{_TB_HEAD}\n  ...\n" + tb[-MAX_TRACEBACK:].split("\n", 1)[-1]
     return f"{head}\n{tb}" if tb.startswith(_TB_HEAD) else head
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8 (whole characters): what a consumer
+    hands ``retry`` so a handler's long error never makes the retry itself fail."""
+    if len(text) * 4 <= limit:
+        return text
+    return text.encode(errors="surrogatepass")[:limit].decode(errors="ignore")
 
 
 def parse_failure(text: str | bytes) -> LastError:

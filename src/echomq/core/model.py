@@ -6,7 +6,7 @@ import enum
 import threading
 from dataclasses import dataclass, field
 
-from echomq.core.bounds import MAX_ATTEMPTS, MAX_KEEP_MS, MAX_PAGE, check_int
+from echomq.core.bounds import MAX_ATTEMPTS, MAX_ERROR, MAX_KEEP_MS, MAX_PAGE, MAX_RESULT, check_int
 
 __all__ = [
     "PROTOCOL",
@@ -182,6 +182,13 @@ class QueueOptions:
 
     * ``max_payload``: 512 KiB. Larger payloads belong in a blob store; a big value
       stalls the single-threaded server for every other client.
+    * ``max_result``: 512 KiB (the protocol's ceiling, ``echomq.bounds.MAX_RESULT``), the
+      bytes a completion may keep as the job's result; ``max_error``: 64 KiB (ceiling
+      ``MAX_ERROR``), the text a failed attempt may keep. Over them ``complete``,
+      ``complete_many`` and ``retry`` raise :class:`~echomq.errors.PayloadTooLarge`
+      before any I/O (a consumer cuts a handler's error text to ``max_error`` instead);
+      the scripts refuse more than the ceilings from any client (``EMQARG``). Past the
+      server's ``maxmemory`` a call keeps at most 1 KiB of them (docs/protocol.md, "Bounds").
     * ``keep_done_ms``: finished rows are kept one hour, so an id keeps refusing
       duplicates for an hour after its job completed; 0 deletes at completion.
     * ``keep_dead_ms``: dead rows are kept seven days for inspection and requeue.
@@ -203,6 +210,8 @@ class QueueOptions:
     """
 
     max_payload: int = 512 * 1024
+    max_result: int = MAX_RESULT
+    max_error: int = MAX_ERROR
     keep_done_ms: int = 3_600_000
     keep_dead_ms: int = 7 * 24 * 3_600_000
     max_attempts: int = 5
@@ -217,6 +226,8 @@ class QueueOptions:
         check_int("durable_timeout_ms", self.durable_timeout_ms, 1, 60_000)
         check_int("max_payload", self.max_payload, 1, 512 * 1024 * 1024)
         check_int("max_attempts", self.max_attempts, 1, MAX_ATTEMPTS)
+        check_int("max_result", self.max_result, 0, MAX_RESULT)
+        check_int("max_error", self.max_error, 0, MAX_ERROR)
         check_int("batch", self.batch, 1, 100_000)
         check_int("reap_batch", self.reap_batch, 1, MAX_PAGE)
         check_int("keep_done_ms", self.keep_done_ms, 0, MAX_KEEP_MS)

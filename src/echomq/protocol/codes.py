@@ -20,6 +20,7 @@ from echomq.core.errors import (
     ServerBusy,
     ServerError,
     ServerFull,
+    ShardCountMismatch,
 )
 from echomq.core.model import Lease
 
@@ -40,9 +41,18 @@ ERROR_CODES: dict[str, type[EchoMQError]] = {
 error reply is a :class:`ServerError`. Each mapped exception keeps the code in ``.code``."""
 
 
+_SHARDED = "queue speaks echomq-sharded"
+
+
 def error_from_reply(message: str) -> EchoMQError:
     """The typed exception for one error reply (``'EMQARG lease_ms ...'`` etc.)."""
     code = message.split(" ", 1)[0]
+    if code == "EMQVERSION" and _SHARDED in message:  # echomq.protocol.sharding.SHARDED
+        exc: EchoMQError = ShardCountMismatch(
+            f"{message}: this name is a sharded queue; a plain queue client would admit jobs "
+            "no sharded consumer sees. Use AsyncShardedQueue(conn, name, shards=N)")
+        exc.code = code  # type: ignore[attr-defined]
+        return exc
     exc = ERROR_CODES.get(code, ServerError)(message)
     exc.code = code  # type: ignore[attr-defined]
     return exc

@@ -21,6 +21,10 @@ layout has a new epoch (shards ``q#i/N@epoch``); the old shards' meta records
 :data:`RETIRED` as their protocol, so every script a client still on them runs is refused
 by the version fence, which the sharded queue reports as :class:`ShardCountMismatch` (and
 a client that was following the queue answers by moving to the new layout).
+
+The logical name itself is no queue: its meta records :data:`SHARDED` as its protocol, so a
+plain client on it is refused by every script's fence (``ShardCountMismatch``) instead of
+admitting jobs no sharded consumer looks at (issue 29 item 3).
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ _SUFFIX = len("#63/64~999")
 def record_key(name: str) -> str:
     """``emq:{q}:shards``: the hash holding the shard count of queue ``q``."""
     return keyspace.queue_key(name, "shards")
+
+
+SHARDED = "echomq-sharded"
+"""The protocol the logical name's own meta (``emq:{q}:meta``) records once the queue is
+sharded: every script a plain :class:`~echomq.AsyncQueue` on that name runs is refused by
+its version fence (the marker is in the name's own slot, so no script needs another key),
+and the reply is raised as :class:`ShardCountMismatch` (``echomq.protocol.codes``)."""
 
 
 def retired_marker(count: int) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from echomq.client._async.queue import AsyncQueue
 from echomq.client.replies import classify
 from echomq.core.backoff import BackoffDelays
+from echomq.core.failures import clip
 from echomq.core.model import Completion, Lease, RetryOutcome
 from echomq.core.outcomes import Ack, Backoff, BackoffPolicy, Defer, Outcome
 from echomq.runtime.ack_batcher import AckBatcher
@@ -50,6 +51,11 @@ async def record_outcome(queue: AsyncQueue, acks: AckBatcher, stats: ConsumerSta
     outlive is retried until ``lease_ms`` has passed or ``stopped()`` (a configuration
     error stopped the consumer); another error is raised."""
     q = queue
+    limit = q.options.max_result
+    if isinstance(outcome, Ack) and len(outcome.result) > limit:
+        # A result the queue may not keep is the handler's failure, never a dead finish.
+        outcome = Backoff(error=f"PayloadTooLarge: the handler's result of {len(outcome.result)} "
+                                f"bytes exceeds max_result={limit}")
     delays = BackoffDelays(0.05, 2.0)
     give_up = time.monotonic() + lease_ms / 1000
     while True:
@@ -72,7 +78,8 @@ async def record_outcome(queue: AsyncQueue, acks: AckBatcher, stats: ConsumerSta
                 wait = outcome.delay_ms
                 if wait is None:
                     wait = backoff.delay_ms(lease.attempt)
-                verdict = await q.retry(lease, delay_ms=wait, error=outcome.error,
+                verdict = await q.retry(lease, delay_ms=wait,
+                                        error=clip(outcome.error, q.options.max_error),
                                         give_up=outcome.give_up)
                 if verdict is RetryOutcome.DEAD:
                     stats.dead += 1

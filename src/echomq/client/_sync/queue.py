@@ -24,6 +24,7 @@ from echomq.client._sync.results import read_progress, wait_result
 from echomq.client._sync.seam import Reply, ScriptConnector, WakeSubscription
 from echomq.client._sync.search import SearchPage, search
 from echomq.client._sync.upkeep import Upkeep
+from echomq.core.bounds import MAX_PROGRESS, MAX_RESULTS, check_bytes
 from echomq.core.errors import EchoMQError, InvalidArgument
 from echomq.core.model import (
     PROTOCOL,
@@ -227,25 +228,30 @@ class Queue:
         return [p.decode_deadline(r) for r in self.connector.pipeline(calls)]
 
     def _result(self, result: object) -> bytes:
-        if not isinstance(result, bytes | bytearray | memoryview):
-            raise InvalidArgument(f"result must be bytes, not {type(result).__name__}")
-        return bytes(result)
+        return check_bytes("result", result, self.options.max_result)
 
     def _complete_batches(self, finished: Sequence[tuple[Lease, bytes]]) -> list[Call]:
         # One complete_batch call per _FINISH_BATCH attempts: each call stays short (the
         # server runs nothing else meanwhile).
         # Checked once per attempt, before any I/O: the lease's type and queue here, its
         # id where complete_batch builds the job's key (k.job refuses a malformed one).
-        name, checked = self.name, []
+        # A call also carries at most MAX_RESULTS bytes of results (the script's bound).
+        name, limit, checked = self.name, self.options.max_result, []
         for x, r in finished:
             if type(x) is not Lease:
                 p.check_lease(x)
             if x.queue != name:
                 self._lease(x)  # raises: a lease of another queue
-            checked.append((x, r if type(r) is bytes else self._result(r)))
-        return [p.complete_batch(self.k, checked[i : i + _FINISH_BATCH],
-                                 keep_ms=self.options.keep_done_ms)
-                for i in range(0, len(checked), _FINISH_BATCH)]
+            checked.append((x, r if type(r) is bytes and len(r) <= limit else self._result(r)))
+        calls, start, size = [], 0, 0
+        for i, (_, r) in enumerate(checked):
+            if i - start == _FINISH_BATCH or size + len(r) > MAX_RESULTS:
+                calls.append(p.complete_batch(self.k, checked[start:i], keep_ms=self.options.keep_done_ms))
+                start, size = i, 0
+            size += len(r)
+        if start < len(checked):
+            calls.append(p.complete_batch(self.k, checked[start:], keep_ms=self.options.keep_done_ms))
+        return calls
 
     def complete(self, lease: Lease, result: bytes = b"") -> Completion:
         """Finish an attempt (fenced). STALE if the attempt no longer holds the job."""
@@ -342,6 +348,8 @@ class Queue:
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be a str, not {type(error).__name__}")
+        if len(error) * 4 > self.options.max_error:  # only a long text pays for the encoding
+            check_bytes("error", error.encode(errors="surrogatepass"), self.options.max_error)
         call = p.retry(self.k, self._lease(lease), delay_ms=delay_ms,
                        max_attempts=self.options.max_attempts, error=error, mode=mode)
         return p.decode_retry(self._run(call))
@@ -438,6 +446,6 @@ class Queue:
         """Record a progress report (bytes, at most 64 KiB) for a running attempt, fenced by
         it (the ``progress`` script): STALE if the attempt no longer holds a live lease,
         nothing written; STOP when recorded and the job was asked to stop (cancel)."""
-        data = self._result(report)
+        data = check_bytes("progress", report, MAX_PROGRESS)
         reply = p.decode_progress(self._run(p.progress(self.k, self._lease(lease), data)))
         return {1: ProgressOutcome.RECORDED, 2: ProgressOutcome.STOP}.get(reply, ProgressOutcome.STALE)

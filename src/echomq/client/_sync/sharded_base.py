@@ -26,8 +26,17 @@ from echomq.client._sync.queue import Queue
 from echomq.core import ids as branded
 from echomq.core.errors import EchoMQError, InvalidArgument, ShardCountMismatch
 from echomq.core.model import Lease, QueueOptions
+from echomq.protocol import keyspace
+from echomq.protocol.decoders import text
 from echomq.protocol.resharding import Record, parse_record, rows_exist
-from echomq.protocol.sharding import RETIRED, ShardLayout, record_key, refusals, translate
+from echomq.protocol.sharding import (
+    RETIRED,
+    SHARDED,
+    ShardLayout,
+    record_key,
+    refusals,
+    translate,
+)
 
 __all__ = ["FOLLOW_S", "ShardedBase"]
 
@@ -56,6 +65,17 @@ class ShardedBase:
         queue records another (one a reshard under way is moving from or to is accepted).
         Every other method calls it before its first call. The client then follows the
         recorded layout, also when an online reshard changes it (decision 0032)."""
+        # The name's own meta first (the same slot as the record): it marks the name as
+        # sharded, so every script a plain client runs on it is refused by its version fence;
+        # a name a plain client already wrote to is refused here (its jobs would be stranded).
+        meta = keyspace.queue_key(self.name, "meta")
+        self.connector.command("HSETNX", meta, "protocol", SHARDED)
+        held = self.connector.command("HGET", meta, "protocol")
+        if held is None or text(held) != SHARDED:
+            raise ShardCountMismatch(
+                f"queue {self.name!r} is a plain queue (its meta records {text(held or b'')!r}): "
+                "it cannot also be a sharded queue; drain it and delete its keys, or use "
+                "another name")
         key = record_key(self.name)
         self.connector.command("HSETNX", key, "count", self.layout.count)
         rec = parse_record(self.name, self.connector.command("HGETALL", key))

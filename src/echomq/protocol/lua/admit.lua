@@ -11,7 +11,7 @@
 -- KEYS[6] wake: emq:{q}:wake, shard channel
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
--- ARGV[3] lane: lane name, '' for none
+-- ARGV[3] lane: lane name, '' for none; at most 1024 bytes (256 characters)
 -- ARGV[4] delay_ms: 0 for now, else milliseconds from the server's now (at most 366 days)
 -- ARGV[5] serial: '1' to hold the lane to one job in flight, else '0'
 -- ARGV[6] max_attempts: the job's failure limit (1..10000), '' for the consumer's default
@@ -39,6 +39,9 @@ if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) t
 end
 if ARGV[5] ~= '0' and ARGV[5] ~= '1' then
   return redis.error_reply('EMQARG serial must be 0 or 1')
+end
+if #ARGV[3] > 1024 then -- a lane is 1..256 characters (echomq.core.bounds.MAX_LANE): 1 KiB
+  return redis.error_reply('EMQARG lane must be at most 256 characters')
 end
 local max = tonumber(ARGV[6])
 if ARGV[6] ~= '' and (not max or max < 1 or max > 10000 or max ~= math.floor(max)) then

@@ -16,14 +16,16 @@
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] keep_ms: retention of the finished row, 0..31622400000; 0 deletes it now
--- ARGV[4] result: bytes to keep in the row as 'result' ('' for none)
+-- ARGV[4] result: bytes to keep in the row as 'result' ('' for none), at most 524288 bytes;
+--   past maxmemory a result over 1024 bytes is refused (OOM), nothing written
 -- ARGV[5] token: this call's token (at most 32 bytes), kept with the verdict in the row as
 --   'fin' (include/earned.lua): a resend of this call answers what its first send earned
 -- RETURNS: 1 completed | 2 cancelled (a cancel was asked for) | 0 stale (the attempt no
 --   longer holds a live lease; nothing changed); a resend: its first send's verdict
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
---   major version; nothing written
+--   major version; OOM a result over 1024 bytes past maxmemory; nothing written
 -- @include now
+-- @include bytes
 -- @include release
 -- @include ended
 -- @include flows
@@ -38,6 +40,8 @@ if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
   return redis.error_reply('EMQARG keep_ms must be an integer in 0..31622400000')
 end
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
+local big = too_long('result', #ARGV[4], MAX_RESULT) or (keep > 0 and full(#ARGV[4]))
+if big then return big end
 local refused = fence(KEYS[5])
 if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'lane', 'cancel', 'parent')

@@ -15,12 +15,15 @@
 -- ARGV[1] keep_ms: retention of the finished rows, 0..31622400000; 0 deletes them now
 -- ARGV[2] token: this call's token (at most 32 bytes), kept with each verdict in its row as
 --   'fin' (include/earned.lua): a resend of this call answers what its first send earned
--- ARGV[3..] attempts: id, attempt and result ('' for none) of each attempt, flat
+-- ARGV[3..] attempts: id, attempt and result ('' for none) of each attempt, flat; each
+--   result at most 524288 bytes, all of one call at most 4194304; past maxmemory results
+--   over 1024 bytes in all are refused (OOM)
 -- RETURNS: array, one per attempt in order: 1 completed | 2 cancelled | 0 stale; a resend:
 --   its first send's verdicts
 -- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
---   EMQVERSION another major version; nothing written
+--   EMQVERSION another major version; OOM results past maxmemory; nothing written
 -- @include now
+-- @include bytes
 -- @include release
 -- @include ended
 -- @include flows
@@ -44,6 +47,13 @@ if not keep or keep < 0 or keep > 31622400000 or keep ~= math.floor(keep) then
 end
 local tok = ARGV[2]
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
+local kept, big = 0, nil
+for i = 1, n do
+  big = big or too_long('result', #ARGV[3 * i + 2], MAX_RESULT)
+  kept = kept + #ARGV[3 * i + 2]
+end
+big = big or too_long('results of one call', kept, MAX_RESULTS) or (keep > 0 and full(kept))
+if big then return big end
 local refused = fence(KEYS[4])
 if refused then return refused end
 local call, now, fin = redis.call, now_ms(), '1' .. ARGV[2]

@@ -10,9 +10,9 @@
 --   (docs/decisions/0022): none while the queue is paused or its rate limit is reached,
 --   and a job handed off counts against the rate limit.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
--- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score 0
+-- KEYS[2] pending: emq:{q}:pending, sorted set, member id, score = meta's vtime (a plain job's tag)
 -- KEYS[3] wake: emq:{q}:wake, shard channel, told the id when pending stops being empty
--- KEYS[4] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission)
+-- KEYS[4] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission); its vtime is a plain job's score (include/pend.lua)
 -- KEYS[5] parked: emq:{q}:parked, sorted set of parked consumers (park.lua)
 -- KEYS[6] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- KEYS[7] rate: emq:{q}:rate, list, the queue's last lease times (the claim gate's log)
@@ -47,7 +47,7 @@ if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2], KEYS[
   return 1
 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', tok)
-redis.call('ZADD', KEYS[2], 0, ARGV[1])
+redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[4], 'vtime') or '0', ARGV[1]) -- threshold: a plain job's tag is vtime
 if empty then
   redis.call('SPUBLISH', KEYS[3], ARGV[1]) -- the id: a claim candidate for the woken
 end

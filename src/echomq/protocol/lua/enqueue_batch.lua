@@ -9,9 +9,9 @@
 --   enqueue.lua hands it off, the claim gate included (docs/decisions/0018, 0022); the
 --   others get enqueue.lua's row and go on pending in slices of 512, and the wake channel
 --   is told the first of them once, when pending stops being empty.
--- KEYS[1] pending: emq:{q}:pending, sorted set, member id, score 0
+-- KEYS[1] pending: emq:{q}:pending, sorted set, member id, score = meta's vtime (a plain job's tag)
 -- KEYS[2] wake: emq:{q}:wake, shard channel, told the first id when pending stops being empty
--- KEYS[3] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission)
+-- KEYS[3] meta: emq:{q}:meta, hash, the protocol version (recorded by the first admission); its vtime is a plain job's score (include/pend.lua)
 -- KEYS[4] parked: emq:{q}:parked, sorted set of parked consumers (park.lua)
 -- KEYS[5] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- KEYS[6] rate: emq:{q}:rate, list, the queue's last lease times (the claim gate's log)
@@ -53,6 +53,7 @@ local empty = redis.call('ZCARD', KEYS[1]) == 0
 -- Numbers would be formatted one by one (sprintf) where a redis.call or table.concat
 -- takes them: the scores and verdicts are strings.
 local out, seen, first = {}, {}, nil
+local tag = redis.call('HGET', KEYS[3], 'vtime') or '0' -- threshold: a plain job's tag is vtime
 for s = 1, n, 512 do
   local e = math.min(s + 511, n)
   local some = redis.call('EXISTS', unpack(KEYS, 6 + s, 6 + e)) > 0 -- rows exist: look per job
@@ -70,7 +71,7 @@ for s = 1, n, 512 do
       if not (empty and handoff(KEYS[4], KEYS[5], job, KEYS[2], id, ARGV[j + 1], KEYS[3], KEYS[6], tok)) then
         if empty then first, empty = id, false end
         redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', ARGV[j + 1], 'tok', tok)
-        add[m + 1], add[m + 2], m = '0', id, m + 2
+        add[m + 1], add[m + 2], m = tag, id, m + 2
       end
     end
   end

@@ -17,13 +17,13 @@
 -- ERRORS: EMQARG a report over 65536 bytes; EMQKEYS keys not this id's queue; EMQVERSION
 --   another major version; nothing written
 -- @include now
+-- @include bytes
 -- @include fence
 -- @include shape
 local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'meta'}, 3)
 if bad then return bad end
-if #ARGV[3] > 65536 then -- the bound of echomq.core.bounds.MAX_PROGRESS
-  return redis.error_reply('EMQARG progress must be at most 65536 bytes')
-end
+local big = too_long('progress', #ARGV[3], MAX_PROGRESS)
+if big then return big end
 local refused = fence(KEYS[3])
 if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'cancel')

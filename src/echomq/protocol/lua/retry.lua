@@ -22,7 +22,8 @@
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] delay_ms: wait before the job is pending again, 0..31622400000
 -- ARGV[4] max_attempts: failure limit when the row names none, 1..10000
--- ARGV[5] error: text kept in the row as 'error' (mode fail)
+-- ARGV[5] error: text kept in the row as 'error' (modes fail, dead), at most 65536 bytes; past
+--   maxmemory only its first 1024 bytes are kept (the failure still counts)
 -- ARGV[6] mode: 'fail', 'dead' or 'defer'
 -- ARGV[7] token: this call's token (at most 32 bytes), kept with the verdict in the row as
 --   'fin' (include/earned.lua): a resend of this call answers what its first send earned
@@ -31,6 +32,7 @@
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not this id's queue; EMQVERSION another
 --   major version; nothing written
 -- @include now
+-- @include bytes
 -- @include age
 -- @include pend
 -- @include release
@@ -55,6 +57,10 @@ if ARGV[6] ~= 'fail' and ARGV[6] ~= 'dead' and ARGV[6] ~= 'defer' then
 end
 local tok = ARGV[7]
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
+local err = ARGV[5] or ''
+local big = too_long('error', #err, MAX_ERROR)
+if big then return big end
+if ARGV[6] ~= 'defer' and full(#err) then err = string.sub(err, 1, ROOM) end -- past the limit: 1 KiB
 local refused = fence(KEYS[8])
 if refused then return refused end
 local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel', 'parent')
@@ -75,7 +81,7 @@ if row[6] then -- fence: a cancel was asked: the job ends cancelled, never runs 
 end
 if ARGV[6] ~= 'defer' then
   local failures = (tonumber(row[4]) or 0) + 1
-  redis.call('HSET', KEYS[2], 'failures', failures, 'error', ARGV[5])
+  redis.call('HSET', KEYS[2], 'failures', failures, 'error', err)
   if ARGV[6] == 'dead' then failures = math.huge end -- given up: dead now
   if failures >= (tonumber(row[3]) or limit) then -- threshold: the failure limit
     redis.call('HSET', KEYS[2], 'state', 'dead', 'fin', '2' .. tok)
