@@ -21,7 +21,11 @@ from tests.procfs import with_marker
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 2.0
-PLAY = ["-c", "from codemojex._entry import main; main()", "play", "--players", "4", "--guesses", "1",
+# The first line marks the interpreter's own start-up done: a SIGINT during CPython's site
+# import is CPython's to report ("Fatal Python error: init_import_site"), before any line of
+# ours runs, so "start" interrupts at the first line of the command's own code (its imports).
+PLAY = ["-c", "print('entry', flush=True); from codemojex._entry import main; main()",
+        "play", "--players", "4", "--guesses", "1",
         "--rounds", "1", "--round-seconds", "30", "--price", "10"]
 
 
@@ -59,7 +63,7 @@ def _interrupt(args: list[str], work: Path, milestone: str) -> tuple[float, int,
         while proc.poll() is None and time.monotonic() < deadline:
             data = work / ".codemojex"  # codemojex play's named data directory (kept by design)
             dirs = [p.name for p in (*tmp.glob("*"), *tmp.glob("*/*"), *data.glob("*"), *data.glob("*/*"))]
-            if (milestone == "start" or (milestone == "valkey" and any("valkey" in d for d in dirs))
+            if ((milestone == "start" and out) or (milestone == "valkey" and any("valkey" in d for d in dirs))
                     or (milestone == "postgres" and any("pg" in d for d in dirs))
                     or (milestone == "playing" and any("codemojex run" in line for line in out))):
                 break

@@ -34,8 +34,10 @@ from echomq.servers.server import server_url_from_env
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from echomq import AsyncQueue, AsyncShardedQueue, JobView, Stats
+    from echomq.client._async.queue import AsyncQueue
+    from echomq.client._async.sharded import AsyncShardedQueue
     from echomq.client.info import ServerInfo
+    from echomq.core.model import JobView, Stats
 
 # What a verb needs beyond click (redis-py, asyncio, rich, the consumer, the dashboard)
 # is imported inside that verb: ``import echomq.ops.cli`` stays light, so a command refused
@@ -198,7 +200,7 @@ def reshard(queue: str, to: int, url: str | None) -> None:
     queue = keyspace.check_queue(queue)  # a bad name: one line, before anything is loaded
 
     async def go(connector: Any) -> int:
-        from echomq import reshard_async
+        from echomq.client._async.reshard import reshard as reshard_async
 
         return await reshard_async(connector, queue, to=to)
 
@@ -289,7 +291,7 @@ def schedule(target: str, url: str | None, once: bool) -> None:
     """
     import asyncio
 
-    from echomq import connect_async
+    from echomq.client._async.connect import connect_async
     from echomq.ops.worker import load_target
     from echomq.protocol.schedules import Schedule
 

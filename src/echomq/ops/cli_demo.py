@@ -11,8 +11,12 @@ import time
 import click
 from rich.table import Table
 
-from echomq import AsyncConnector, AsyncQueue, Consumer, ConsumerOptions, Lease, Verdict, generate
+from echomq.client._async.connector import AsyncConnector
+from echomq.client._async.queue import AsyncQueue
+from echomq.core.ids import generate
+from echomq.core.model import Lease, Verdict
 from echomq.ops.cli import console
+from echomq.runtime.consumer import Consumer, ConsumerOptions
 from echomq.servers.server import EmbeddedValkey, server_url_from_env
 
 __all__ = ["demo"]

@@ -31,7 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from echomq import keyspace
 from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connect import connect_async
 from echomq.client._async.connector import AsyncConnector
@@ -43,6 +42,7 @@ from echomq.client._sync.queue import Queue
 from echomq.core.errors import InvalidArgument
 from echomq.core.model import QueueOptions
 from echomq.core.outcomes import BackoffPolicy
+from echomq.protocol import keyspace
 from echomq.protocol.schedules import Schedule
 from echomq.runtime.consumer_options import Handler
 from echomq.tasks.dispatch import Dispatcher
