@@ -21,10 +21,11 @@ from tests.procfs import with_marker
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 2.0
-# The first line marks the interpreter's own start-up done: a SIGINT during CPython's site
-# import is CPython's to report ("Fatal Python error: init_import_site"), before any line of
-# ours runs, so "start" interrupts at the first line of the command's own code (its imports).
-PLAY = ["-c", "print('entry', flush=True); from codemojex._entry import main; main()",
+# The first line marks the console script's entry loaded, as a terminal's codemojex has it
+# before main() runs: a SIGINT earlier, inside CPython's start-up or its import of the entry
+# module, is CPython's to report ("Fatal Python error: init_import_site"), before any line of
+# ours runs. So "start" interrupts main() while it imports the command (exit 130, one line).
+PLAY = ["-c", "from codemojex._entry import main; print('entry', flush=True); main()",
         "play", "--players", "4", "--guesses", "1",
         "--rounds", "1", "--round-seconds", "30", "--price", "10"]
 
