@@ -105,6 +105,17 @@ MUTANTS: list[Mutant] = [
     Mutant("fence: lets another major version through", "include/fence.lua",
            "if theirs ~= ours then -- fence: another major version", "if false then",
            "version fence removed from every script at once (the include they all run)"),
+    # claim itself (issue 29 item 6): the serial lane, the state it leases from, the fencing token
+    Mutant("claim: a serial lane runs two jobs at once", "claim.lua",
+           "elseif not (serial and (call('HGET', KEYS[5], lane) or id) ~= id)"
+           " and (not g.on or gate_take(g, lane)) then",
+           "elseif (not g.on or gate_take(g, lane)) then", "the serial lane's holder check removed"),
+    Mutant("claim: leases a candidate that is not pending", "claim.lua",
+           "if score and leased < count and not seen[id] then", "if leased < count and not seen[id] then",
+           "the pending-state check removed (an active, done or dead job is leased again)"),
+    Mutant("claim: the attempt is not incremented", "claim.lua",
+           "local attempt = tonumber(row[5] or '0') + 1", "local attempt = tonumber(row[5] or '0')",
+           "the fencing token stays the same across attempts"),
     # the claim gate (include/gate.lua, run by claim) and priority aging (include/pend.lua)
     Mutant("gate: a paused queue still leases", "include/gate.lua",
            "if g.paused then return false end", "", "pause check removed"),
