@@ -96,11 +96,19 @@ if TYPE_CHECKING:
     from echomq.servers.server import forget as forget_server
     from echomq.servers.server import track as track_server
     from echomq.tasks.app import App
+    from echomq.tasks.canvas import Signature, chain, chord, group
     from echomq.tasks.context import TaskContext
     from echomq.tasks.errors import TaskError, UnknownTask, UnreadablePayload
     from echomq.tasks.handle import SyncTaskHandle, TaskHandle
     from echomq.tasks.serializer import MsgspecSerializer, Serializer
     from echomq.tasks.task import Task, TaskCall
+    from echomq.tasks.workflows import (
+        BatchHandle,
+        BatchStatus,
+        GroupHandle,
+        SyncBatchHandle,
+        SyncGroupHandle,
+    )
 else:
     from echomq._lazy import attach
 
@@ -119,6 +127,8 @@ __all__ = [
     "Backoff",
     "BackoffDelays",
     "BackoffPolicy",
+    "BatchHandle",
+    "BatchStatus",
     "Bulk",
     "CancelOutcome",
     "CancelToken",
@@ -136,6 +146,7 @@ __all__ = [
     "EchoMQError",
     "EmbeddedValkey",
     "Gate",
+    "GroupHandle",
     "Handler",
     "HandlerCrashed",
     "HandlerTimeout",
@@ -179,9 +190,12 @@ __all__ = [
     "ShardCountMismatch",
     "ShardedConsumer",
     "ShardedQueue",
+    "Signature",
     "Stats",
     "Supervisor",
     "SupervisorGaveUp",
+    "SyncBatchHandle",
+    "SyncGroupHandle",
     "SyncTaskHandle",
     "Task",
     "TaskCall",
@@ -191,6 +205,8 @@ __all__ = [
     "UnknownTask",
     "UnreadablePayload",
     "Verdict",
+    "chain",
+    "chord",
     "connect",
     "connect_async",
     "derive_id",
@@ -198,6 +214,7 @@ __all__ = [
     "forget_server",
     "generate",
     "generate_many",
+    "group",
     "job_key",
     "memory_status",
     "memory_status_async",

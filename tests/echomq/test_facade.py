@@ -41,6 +41,9 @@ EXPORTED = [
     # typed tasks (decision 0033)
     "App", "Task", "TaskCall", "TaskContext", "TaskHandle", "SyncTaskHandle", "TaskError",
     "UnknownTask", "UnreadablePayload", "Serializer", "MsgspecSerializer",
+    # canvas and batches (decision 0041)
+    "Signature", "chain", "chord", "group", "BatchHandle", "BatchStatus", "GroupHandle",
+    "SyncBatchHandle", "SyncGroupHandle",
 ]
 # Public subpackages a user imports by name (``from echomq import dashboard``), each with
 # its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.
@@ -51,7 +54,9 @@ NAMESPACES = {
     "keyspace": None,
     "tasks": ["ENVELOPE_VERSION", "AdmitOptions", "App", "MsgspecSerializer", "Serializer",
               "SyncTaskHandle", "Task", "TaskCall", "TaskContext", "TaskError", "TaskHandle",
-              "UnknownTask", "UnreadablePayload"],
+              "UnknownTask", "UnreadablePayload", "Signature", "chain", "chord", "group",
+              "BatchHandle", "BatchStatus", "GroupHandle", "SyncBatchHandle", "SyncGroupHandle",
+              "Chain", "Chord", "Group", "Workflow"],
 }
 GAME = Path(__file__).resolve().parents[2] / "src" / "codemojex"
 

@@ -9,6 +9,7 @@ first ``:`` splits them). Each builder is checked against its script's header at
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from echomq.core import ids
@@ -16,11 +17,13 @@ from echomq.core.errors import InvalidArgument, InvalidJobId
 from echomq.protocol.calls import Call, layout
 from echomq.protocol.keyspace import QueueKeys, check_queue
 
-__all__ = ["POLICIES", "Policy", "flow_admit", "flow_child", "flow_hold", "flow_parent",
-           "flow_start", "member", "split_member"]
+__all__ = ["MAX_DEPTH", "POLICIES", "FlowSpec", "Policy", "flow_admit", "flow_child", "flow_hold",
+           "flow_parent", "flow_start", "member", "split_member", "walk"]
 
 Policy = Literal["fail", "continue", "ignore"]
 POLICIES: tuple[str, ...] = ("fail", "continue", "ignore")
+MAX_DEPTH = 64
+"""Levels of a nested flow, at most (a chain of N steps nests N - 1 levels)."""
 MAX_CHILDREN = 10_000
 """Children of one parent, at most (one admission script carries them all)."""
 
@@ -36,6 +39,44 @@ def split_member(text: str) -> tuple[str, str]:
     """``(id, queue)`` of a member ``<id>:<queue>``."""
     job_id, _, queue = text.partition(":")
     return job_id, queue
+
+
+@dataclass(frozen=True, slots=True)
+class FlowSpec:
+    """One job of a flow to admit (:meth:`AsyncFlows.admit_tree`): its queue, id, payload
+    and children, each a FlowSpec (none for a leaf); ``on_child_failure`` is its policy
+    when it has children ('fail', 'continue' or 'ignore')."""
+
+    queue: str
+    id: str
+    payload: bytes
+    children: tuple[FlowSpec, ...] = ()
+    on_child_failure: str = "fail"
+
+
+def walk(root: FlowSpec) -> tuple[list[tuple[FlowSpec, str]], list[tuple[FlowSpec, str]]]:
+    """(leaves, inner parents) below ``root``, each with its parent's member; an inner
+    parent comes after its own inner parents (deepest first)."""
+    if not isinstance(root, FlowSpec) or not root.children:
+        raise InvalidArgument("the root of a flow is a FlowSpec with children")
+    leaves: list[tuple[FlowSpec, str]] = []
+    inner: list[tuple[FlowSpec, str]] = []
+
+    def visit(node: FlowSpec, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise InvalidArgument(f"a flow nests at most {MAX_DEPTH} levels")
+        up = member(node.id, node.queue)
+        for child in node.children:
+            if not isinstance(child, FlowSpec):
+                raise InvalidArgument(f"a child of a flow is a FlowSpec, not {child!r}")
+            if child.children:
+                visit(child, depth + 1)
+                inner.append((child, up))
+            else:
+                leaves.append((child, up))
+
+    visit(root, 1)
+    return leaves, inner
 
 
 _HOLD = layout("flow_hold", ("job", "held", "meta"), ("id", "payload", "parent"))

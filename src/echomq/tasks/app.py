@@ -45,9 +45,12 @@ from echomq.core.outcomes import BackoffPolicy
 from echomq.protocol import keyspace
 from echomq.protocol.schedules import Schedule
 from echomq.runtime.consumer_options import Handler
+from echomq.tasks import workflows
+from echomq.tasks.canvas import Group, Signature, Workflow
 from echomq.tasks.dispatch import Dispatcher
 from echomq.tasks.serializer import MsgspecSerializer, Serializer
 from echomq.tasks.task import AdmitOptions, Task
+from echomq.tasks.workflows import BatchHandle, SyncBatchHandle
 
 __all__ = ["App"]
 
@@ -183,6 +186,34 @@ class App:
         if not chosen:
             raise InvalidArgument("this app declares no task")
         return {q: self.handler(q) for q in chosen}
+
+    # ------------------------------------------------------------ workflows
+    async def admit(self, workflow: Workflow) -> Any:
+        """Admit a workflow (``task.s(...)``, ``chain``, ``group``, ``chord``:
+        :mod:`echomq.tasks.canvas`) as one flow: a handle whose ``result()`` is the last
+        step's result (a lone group's: its members' results in order)."""
+        return await workflows.admit(self, workflow)
+
+    def admit_sync(self, workflow: Workflow) -> Any:
+        """:meth:`admit`, blocking."""
+        return workflows.admit_sync(self, workflow)
+
+    async def batch(self, jobs: Iterable[Workflow] | Group, *,
+                    on_success: Signature[Any] | None = None,
+                    on_complete: Signature[Any] | None = None,
+                    on_death: Signature[Any] | None = None) -> BatchHandle:
+        """Admit ``jobs`` as one batch with its callbacks (:mod:`echomq.tasks.workflows`):
+        ``progress()`` reads its counts, ``result()`` its :class:`BatchStatus` at the end."""
+        return await workflows.admit_batch(self, jobs, success=on_success, complete=on_complete,
+                                           death=on_death)
+
+    def batch_sync(self, jobs: Iterable[Workflow] | Group, *,
+                   on_success: Signature[Any] | None = None,
+                   on_complete: Signature[Any] | None = None,
+                   on_death: Signature[Any] | None = None) -> SyncBatchHandle:
+        """:meth:`batch`, blocking."""
+        return workflows.admit_batch_sync(self, jobs, success=on_success, complete=on_complete,
+                                          death=on_death)
 
     # ------------------------------------------------------------ connections
     def connector(self) -> AnyAsync:

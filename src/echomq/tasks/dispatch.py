@@ -28,6 +28,7 @@ from echomq.tasks.errors import UnknownTask, UnreadablePayload
 from echomq.tasks.host import Host
 from echomq.tasks.serializer import envelope_head, open_envelope
 from echomq.tasks.task import Task
+from echomq.tasks.workflows import BATCH_TASK, STEP_MODES, run_batch, step_values
 
 __all__ = ["Dispatcher"]
 
@@ -48,7 +49,10 @@ class Dispatcher:
     def bound_to(self, queue: AsyncQueue) -> Dispatcher:
         return Dispatcher(self.app, self.queue_name, queue)
 
-    def _find(self, payload: bytes) -> tuple[Task[Any, Any], bytes | memoryview]:
+    def _own_queue(self) -> AsyncQueue:
+        return self._queue or self.app.queue(self.queue_name)
+
+    def _find(self, payload: bytes) -> tuple[Task[Any, Any] | None, bytes | memoryview, str]:
         """The task an envelope names and its arguments' bytes; the common case is one
         prefix check and one dict look-up (bench/typed_tasks.py)."""
         prefix = self._prefix
@@ -59,26 +63,34 @@ class Dispatcher:
                 self._heads = {name.encode(): t for name, t in self.app.tasks.items()}
             task = self._heads.get(payload[at:end]) if end > 0 else None
             if task is not None:
-                return task, payload[end + 1:]
-        name, body = open_envelope(payload, self._format)  # raises the typed refusal
+                return task, payload[end + 1:], ""
+        name, body, mode = open_envelope(payload, self._format)  # raises the typed refusal
+        if name == BATCH_TASK and not mode:
+            return None, body, "batch"  # a batch's own job (echomq.tasks.workflows)
         found: Task[Any, Any] | None = self.app.tasks.get(name)
         if found is None:
             raise UnknownTask(f"no task {name!r} in this app; "
                               f"it has {', '.join(sorted(self.app.tasks)) or 'none'}")
-        return found, body
+        if mode not in STEP_MODES:
+            raise UnreadablePayload(f"job of task {name}: unknown canvas mode {mode!r}")
+        return found, body, mode
 
     async def __call__(self, lease: Lease) -> Outcome:
-        task, body = self._find(lease.payload)
+        task, body, mode = self._find(lease.payload)
+        if task is None:
+            return Ack(result=await run_batch(self.app, self._own_queue(), lease.id, body))
         name = task.name
         try:
-            values = task.decode_values(body)
+            if mode:  # a canvas step: its children's results first
+                values = await step_values(task, self._own_queue(), mode, body)
+            else:
+                values = task.decode_values(body)
         except (ValueError, TypeError) as exc:  # msgspec's DecodeError is a ValueError
             raise UnreadablePayload(
                 f"the arguments of job {lease.id} do not fit task {name}: {exc}") from None
         ctx: Any = None
         if task.sig.context_name is not None:
-            queue = self._queue or self.app.queue(self.queue_name)
-            ctx = TaskContext(lease, queue, name, asyncio.get_running_loop())
+            ctx = TaskContext(lease, self._own_queue(), name, asyncio.get_running_loop())
         try:
             if task.is_async:
                 value = await task.sig.call(values, ctx)

@@ -116,17 +116,21 @@ class MsgspecSerializer:
         return self.decoder(type_)(self.encode(value))
 
 
-def envelope_head(serializer: Serializer, name: str) -> bytes:
-    """The header line of ``name``'s envelopes written by ``serializer``."""
-    return b"%s %s %s\n" % (_MAGIC, serializer.format.encode(), name.encode())
+def envelope_head(serializer: Serializer, name: str, mode: str = "") -> bytes:
+    """The header line of ``name``'s envelopes written by ``serializer``; ``mode`` (a
+    canvas step that receives its children's results, :mod:`echomq.tasks.canvas`) is a
+    fourth word, which a worker without canvas refuses rather than misreads."""
+    tail = b" " + mode.encode() if mode else b""
+    return b"%s %s %s%s\n" % (_MAGIC, serializer.format.encode(), name.encode(), tail)
 
 
-def open_envelope(payload: bytes, fmt: str) -> tuple[str, memoryview]:
-    """``(task name, body)`` of an envelope written in format ``fmt``; UnreadablePayload
-    for anything else (no header, another envelope version or another format)."""
+def open_envelope(payload: bytes, fmt: str) -> tuple[str, memoryview, str]:
+    """``(task name, body, mode)`` of an envelope written in format ``fmt`` (mode '' but
+    for a canvas step); UnreadablePayload for anything else (no header, another envelope
+    version or another format)."""
     end = payload.find(b"\n", 0, 512)
     head = payload[:end].split(b" ") if end > 0 else []
-    if len(head) != 3 or not head[0].startswith(b"EMQT"):
+    if len(head) not in (3, 4) or not head[0].startswith(b"EMQT"):
         raise UnreadablePayload(f"not a typed-task envelope (begins {payload[:40]!r})")
     if head[0] != _MAGIC:
         raise UnreadablePayload(f"envelope version {head[0][4:].decode(errors='replace')!r}; "
@@ -134,4 +138,5 @@ def open_envelope(payload: bytes, fmt: str) -> tuple[str, memoryview]:
     if head[1].decode(errors="replace") != fmt:
         raise UnreadablePayload(f"the arguments are {head[1].decode(errors='replace')}; "
                                 f"this app reads {fmt}")
-    return head[2].decode(errors="replace"), memoryview(payload)[end + 1:]
+    mode = head[3].decode(errors="replace") if len(head) == 4 else ""
+    return head[2].decode(errors="replace"), memoryview(payload)[end + 1:], mode

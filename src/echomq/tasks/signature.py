@@ -31,6 +31,7 @@ _EXACT: dict[Any, tuple[type, ...]] = {int: (int,), str: (str,), bytes: (bytes,)
                                        float: (float, int)}
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 Check = Callable[[Any], Any] | None
+_LATER = object()  # the first parameter's place while binding the rest (bind_rest)
 
 
 class TaskSignature:
@@ -84,9 +85,9 @@ class TaskSignature:
         return lambda v: check(v, type_)
 
     # ------------------------------------------------------------ admission
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """The arguments as values in parameter order, each checked; InvalidArgument if
-        they do not fit (nothing has been sent)."""
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, start: int = 0) -> list[Any]:
+        """The arguments as values in parameter order, each checked (from parameter
+        ``start`` on); InvalidArgument if they do not fit (nothing has been sent)."""
         if not kwargs and len(args) == self.n:
             values = list(args)
         else:
@@ -99,13 +100,21 @@ class TaskSignature:
             values = [arguments[name] for name in self.names]
         if self._checked:
             for i, check in enumerate(self._checks):
-                if check is not None:
+                if check is not None and i >= start:
                     try:
                         values[i] = check(values[i])
                     except (ValueError, TypeError) as exc:
                         raise InvalidArgument(
                             f"task {self.who}: argument {self.names[i]!r}: {exc}") from None
         return values
+
+    def bind_rest(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The values of every parameter but the first, checked: the first is left for what
+        the worker passes there (a canvas step's previous result, a batch's status)."""
+        if self.npos == 0:
+            raise InvalidArgument(f"task {self.who} has no positional parameter to receive the "
+                                  "previous step's result (make its signature immutable: .si())")
+        return self.bind((_LATER, *args), kwargs, start=1)[1:]
 
     # ------------------------------------------------------------ the worker
     def call(self, values: Any, context: Any) -> Any:

@@ -39,6 +39,7 @@ from echomq.core.model import Verdict
 from echomq.core.outcomes import Backoff, BackoffPolicy
 from echomq.protocol import check_lane
 from echomq.protocol.gate import check_priority
+from echomq.tasks.canvas import Signature
 from echomq.tasks.context import TaskContext
 from echomq.tasks.handle import SyncTaskHandle, TaskHandle
 from echomq.tasks.host import Host
@@ -180,6 +181,15 @@ class Task(Generic[P, R]):
         other._lane = other._arg_fn("lane", other._opts.lane)
         other._key = other._arg_fn("key", other._opts.key)
         return other
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
+        """A signature (:mod:`echomq.tasks.canvas`): in a chain or chord, the previous
+        step's result comes first, then these arguments (checked when admitted)."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature[R]:
+        """An immutable signature: these arguments only, whatever came before."""
+        return Signature(self, args, kwargs, immutable=True)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> TaskCall:
         """This call's arguments, checked now (an item of ``admit_many``)."""

@@ -29,9 +29,10 @@ from echomq.protocol import decoders as d
 from echomq.protocol import flows as f
 from echomq.protocol import row as row_call
 from echomq.protocol.calls import Call
+from echomq.protocol.flows import MAX_DEPTH, FlowSpec, walk
 from echomq.protocol.keyspace import QueueKeys
 
-__all__ = ["AsyncFlows", "FlowAbandoned", "FlowNode", "RelayReport"]
+__all__ = ["AsyncFlows", "FlowAbandoned", "FlowNode", "FlowSpec", "RelayReport"]
 
 REPAIR_AFTER_MS = 60_000
 """A held child older than this is repaired: its admission is deemed dead (decision 0038)."""
@@ -81,27 +82,42 @@ class AsyncFlows:
         payload) each. True when admitted, False when this exact flow was admitted before
         (a retry). Every argument is checked before the first write."""
         pid, payload = parent
-        pk = QueueKeys.of(queue)
-        pmember = f.member(pid, queue)
-        members = [f.member(cid, cq) for cq, cid, _ in children]
-        admit = f.flow_admit(pk, pid, payload, policy=on_child_failure, children=members)
-        holds = [f.flow_hold(QueueKeys.of(cq), cid, pay, pmember) for cq, cid, pay in children]
-        replies = await self.connector.pipeline(holds)
-        for (cq, cid, _), reply in zip(children, replies, strict=True):
+        return await self.admit_tree(FlowSpec(queue, pid, payload, tuple(
+            FlowSpec(cq, cid, pay) for cq, cid, pay in children), on_child_failure))
+
+    async def admit_tree(self, root: FlowSpec) -> bool:
+        """Admit a flow whose children may be parents themselves (a chain, a chord): the
+        leaves held, the inner parents admitted waiting (each naming its own parent), then
+        the root (the commit marker), then the leaves started. True when admitted, False when
+        this exact flow was admitted before (a retry). Checked whole before the first write."""
+        leaves, inner = walk(root)
+        pmember = f.member(root.id, root.queue)
+        admit = f.flow_admit(QueueKeys.of(root.queue), root.id, root.payload,
+                             policy=root.on_child_failure,
+                             children=[f.member(c.id, c.queue) for c in root.children])
+        holds = [f.flow_hold(QueueKeys.of(c.queue), c.id, c.payload, up) for c, up in leaves]
+        waits = [f.flow_admit(QueueKeys.of(c.queue), c.id, c.payload, policy=c.on_child_failure,
+                              children=[f.member(g.id, g.queue) for g in c.children], parent=up)
+                 for c, up in inner]
+        seen = [pmember] + [f.member(c.id, c.queue) for c, _ in leaves + inner]
+        if len(set(seen)) != len(seen):
+            raise InvalidArgument("a flow names each job once")
+        for (c, up), reply in zip(leaves + inner, await self.connector.pipeline(holds + waits),
+                                  strict=True):
             if _ok(reply) == 0:  # a duplicate: ours (a retry) or another job's id
-                row = await self._row(cq, cid)
-                if row is None or d.text(row.get("parent", b"")) != pmember:
+                row = await self._row(c.queue, c.id)
+                if row is None or d.text(row.get("parent", b"")) != up:
                     # the children held so far stay held, never runnable: the parent is not
                     # admitted, so the repair drops them (a producer deletes nothing)
-                    raise InvalidArgument(f"child {f.member(cid, cq)} is an existing job, "
-                                          "not of this flow")
+                    raise InvalidArgument(f"child {f.member(c.id, c.queue)} is an existing "
+                                          "job, not of this flow")
         fresh = _ok(await self.connector.run(admit)) == 1
         if not fresh:
-            prow = await self._row(queue, pid)
+            prow = await self._row(root.queue, root.id)
             if prow is None or d.text(prow.get("state", b"")) == "cancelled":
                 raise FlowAbandoned(f"flow {pmember} was abandoned by the repair; admit it anew")
-        await self.connector.pipeline([f.flow_start(QueueKeys.of(cq), cid)
-                                       for cq, cid, _ in children])
+        await self.connector.pipeline([f.flow_start(QueueKeys.of(c.queue), c.id)
+                                       for c, _ in leaves])
         return fresh
 
     async def _row(self, queue: str, job_id: str) -> dict[str, bytes] | None:
@@ -147,13 +163,29 @@ class AsyncFlows:
             row = await self._row(queue, cid)
             if row is None or d.text(row.get("state", b"")) != "held":
                 continue
-            pid, pq = f.split_member(d.text(row.get("parent", b"")))
-            verdict = _ok(await self.connector.run(f.flow_parent(QueueKeys.of(pq), "abandon", pid)))
-            if verdict == 0:  # the parent exists: the flow committed
+            if await self._committed(d.text(row.get("parent", b""))):
                 started += _ok(await self.connector.run(f.flow_start(k, cid)))
             else:
                 dropped += _ok(await self.connector.run(f.flow_child(k, "drop", cid)))
         return started, dropped
+
+    async def _committed(self, up: str) -> bool:
+        """Whether the flow above a held child committed: its parent and every ancestor
+        exist, up to the root (the commit marker). The first missing one is tombstoned
+        (``abandon``) and the waiting parents below it are cancelled: the flow is undone."""
+        below: list[tuple[str, str]] = []
+        for _ in range(MAX_DEPTH):
+            pid, pq = f.split_member(up)
+            if _ok(await self.connector.run(f.flow_parent(QueueKeys.of(pq), "abandon", pid))):
+                for q, job_id in below:  # inner parents of a flow that never committed
+                    _ok(await self.connector.run(f.flow_parent(QueueKeys.of(q), "cancel", job_id)))
+                return False
+            row = await self._row(pq, pid) or {}
+            up = d.text(row.get("parent", b""))
+            if not up or d.text(row.get("state", b"")) != "waiting":
+                return True
+            below.append((pq, pid))
+        return True
 
     async def cancel(self, queue: str, parent_id: str) -> bool:
         """Cancel a flow: a waiting parent ends cancelled (else it is cancelled as any job);
@@ -165,6 +197,9 @@ class AsyncFlows:
             d._raise_if_error(await self.connector.run(cancel_call(pk, [parent_id])))
         calls: list[Call] = []
         for node in await self.children(queue, parent_id):
+            if node.state == "waiting":  # an inner parent (a nested flow): its own children
+                await self.cancel(node.queue, node.id)
+                continue
             ck = QueueKeys.of(node.queue)
             calls += [f.flow_child(ck, "drop", node.id), cancel_call(ck, [node.id])]
         for reply in await self.connector.pipeline(calls) if calls else []:
