@@ -8,9 +8,11 @@ import urllib.request
 from typing import Any
 
 from echomq import AsyncQueue, generate
+from echomq.ops.metrics import QueueMetrics
 from echomq.ops.worker import Worker, WorkerSettings
 from tests.echomq import worker_targets
 from tests.echomq._async.support import wait_for
+from tests.echomq.test_flows import other_slot
 
 
 def _scrape(url: str) -> str:
@@ -61,3 +63,35 @@ async def test_a_worker_serves_prometheus_metrics(conn: Any, qname: str) -> None
             assert kind != "counter" or name.endswith("_total"), line
             assert kind != "histogram" or name.endswith("_seconds"), line
     assert not any(i in text for i in ids) and not re.search(r"JOB[0-9A-Z]{26}", text)
+
+
+async def test_flows_waiting_and_released_are_counted(conn: Any, qname: str) -> None:
+    q, kids = AsyncQueue(conn, qname), AsyncQueue(conn, other_slot(qname))
+    pids = [generate("JOB") for _ in range(3)]
+    for pid in pids:
+        children = [(kids.name, generate("JOB"), b"") for _ in range(4)]
+        assert await q.admit_flow(parent=(pid, b""), children=children)
+    settings = WorkerSettings(handlers={q.name: worker_targets.ok, kids.name: worker_targets.ok},
+                              beat_ms=20, lease_ms=5000, metrics_port=0)
+    early = QueueMetrics()  # what any process reads from the server, before any child ran
+    await early.refresh(conn, [q.name, kids.name])
+    before = early.exposition().decode()
+    worker = Worker(settings, connector=conn)
+    task = asyncio.create_task(worker.run())
+    try:
+        async def released() -> bool:
+            mine = worker.consumers.get(kids.name)
+            return (await q.stats()).done == 3 and mine is not None and mine.stats.flows_released == 3
+        await wait_for(released, within=20)
+        worker.metrics.sync_counters()
+        await worker.metrics.refresh(conn, [q.name, kids.name])
+        text = await asyncio.to_thread(_scrape, worker.metrics.url)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 20)
+    assert f'echomq_flows_waiting{{queue="{q.name}"}} 3.0' in before
+    assert f'echomq_flow_children_held{{queue="{kids.name}"}} 0.0' in before  # started at admission
+    assert f'echomq_flows_waiting{{queue="{q.name}"}} 0.0' in text
+    assert f'echomq_flows_released_total{{queue="{kids.name}"}} 3.0' in text
+    assert f'echomq_flow_notices{{queue="{kids.name}"}} 0.0' in text
+    assert f'echomq_flows_failed_total{{queue="{kids.name}"}}' not in text  # none failed

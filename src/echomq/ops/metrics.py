@@ -11,6 +11,11 @@ name                                       type       what
 ``echomq_oldest_pending_age_seconds``      gauge      age of the oldest pending job (server)
 ``echomq_leases_overdue``                  gauge      leases past their deadline, not yet reaped
 ``echomq_workers``                         gauge      workers registered on the queue (server)
+``echomq_flows_waiting``                   gauge      flow parents waiting for children (server)
+``echomq_flow_children_held``              gauge      flow children held, not yet started (server)
+``echomq_flow_notices``                    gauge      children's ends not yet relayed (server)
+``echomq_flows_released_total``            counter    parents released by this process's relay
+``echomq_flows_failed_total``              counter    parents failed by policy by its relay
 ``echomq_jobs_admitted_total``             counter    admissions ENQUEUED by this process
 ``echomq_jobs_claimed_total``              counter    attempts claimed by this process
 ``echomq_jobs_completed_total``            counter    attempts completed
@@ -46,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from echomq.client.info import queue_info
 from echomq.core.errors import QueueNotFound
 from echomq.core.model import Verdict
+from echomq.protocol.keyspace import QueueKeys
 
 __all__ = ["CONTENT_TYPE", "QueueMetrics", "WorkerMetrics"]
 
@@ -53,7 +59,8 @@ log = logging.getLogger("echomq.ops.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STATES = ("pending", "active", "delayed", "done", "dead")
-_STAT_COUNTERS = ("claimed", "completed", "retried", "dead", "deferred", "handed_back", "reaped", "lost")
+_STAT_COUNTERS = ("claimed", "completed", "retried", "dead", "deferred", "handed_back", "reaped", "lost",
+                  "flows_released", "flows_failed")
 _DURATIONS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
@@ -86,7 +93,21 @@ class QueueMetrics:
                               ["queue"], registry=r),
             "lost": Counter("echomq_leases_lost", "Leases of this process found expired (lease expirations)",
                             ["queue"], registry=r),
+            "flows_released": Counter("echomq_flows_released",
+                                      "Flow parents this process's relay released (the queue is the "
+                                      "children's, whose notices it relayed)", ["queue"], registry=r),
+            "flows_failed": Counter("echomq_flows_failed",
+                                    "Flow parents this process's relay failed by their 'fail' policy",
+                                    ["queue"], registry=r),
         }
+        self.flows_waiting = Gauge("echomq_flows_waiting", "Flow parents waiting for their children",
+                                   ["queue"], registry=r)
+        self.flow_held = Gauge("echomq_flow_children_held",
+                               "Flow children held (admitted, their flow not started yet)", ["queue"],
+                               registry=r)
+        self.flow_notices = Gauge("echomq_flow_notices",
+                                  "Ends of flow children recorded here, not yet relayed to their parent",
+                                  ["queue"], registry=r)
         self.duration = Histogram("echomq_handler_duration_seconds", "Handler run time",
                                   ["queue", "outcome"], buckets=_DURATIONS, registry=r)
         self.claim_to_start = Histogram("echomq_claim_to_start_seconds",
@@ -112,6 +133,10 @@ class QueueMetrics:
             self.oldest.labels(queue=name).set(info.oldest_pending_age_s or 0.0)
             self.overdue.labels(queue=name).set(info.overdue_leases)
             self.workers.labels(queue=name).set(len(info.workers))
+            k = QueueKeys.of(name)
+            self.flows_waiting.labels(queue=name).set(int(await connector.command("ZCARD", k.waiting)))
+            self.flow_held.labels(queue=name).set(int(await connector.command("ZCARD", k.held)))
+            self.flow_notices.labels(queue=name).set(int(await connector.command("HLEN", k.finished)))
 
     def exposition(self) -> bytes:
         """The registry in the text format (for an HTTP handler of one's own)."""

@@ -91,3 +91,5 @@ class ConsumerStats:
     episodes: int = 0  # episodes of back-pressure or transient refusals (echomq.client.replies)
     refusals: dict[str, int] = field(default_factory=dict)  # episodes by reply code (OOM, BUSY)
     memory_full: int = 0  # episodes of the server at maxmemory (admissions refused; it drains)
+    flows_released: int = 0  # flow parents this consumer's relay released (decision 0038)
+    flows_failed: int = 0  # flow parents this consumer's relay failed by their 'fail' policy

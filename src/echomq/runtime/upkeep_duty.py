@@ -48,7 +48,9 @@ class UpkeepDuty:
             got = await self._memory_full(True)
         else:
             await self._memory_full(False)
-        await q.flows.relay(q.name)  # every consumer, every beat: idempotent (decision 0038)
+        relayed = await q.flows.relay(q.name)  # every consumer, every beat: idempotent (0038)
+        self.stats.flows_released += relayed.released
+        self.stats.flows_failed += relayed.failed
         if not got:
             return
         self.beats += 1
