@@ -292,3 +292,38 @@ def test_pause_and_resume_buttons_stop_and_restart_claims(
         assert not q.gate().paused and len(q.claim(2, lease_ms=1000)) == 2
     finally:
         conn.close()
+
+
+def test_job_page_shows_its_flow_as_a_tree_with_each_state(page: Any, site: str,
+                                                          server: EmbeddedValkey,
+                                                          tmp_path: Path) -> None:
+    from echomq import Connector, Queue, generate
+    from echomq.protocol.flows import FlowSpec
+
+    conn = Connector.from_url(server.url)
+    try:
+        top, mid = Queue(conn, "flow-top"), Queue(conn, "flow-mid")
+        leaf, done_leaf, side = generate("JOB"), generate("JOB"), generate("JOB")
+        inner = FlowSpec(mid.name, generate("JOB"), b"inner",
+                         (FlowSpec(mid.name, leaf, b"a"), FlowSpec(mid.name, done_leaf, b"b")))
+        root = FlowSpec(top.name, generate("JOB"), b"root", (inner, FlowSpec(top.name, side, b"c")))
+        assert top.flows.admit_tree(root)
+        lease = next(x for x in mid.claim(2, lease_ms=600_000) if x.id == done_leaf)
+        mid.complete(lease, b"ok")
+        assert mid.flows.relay(mid.name).relayed == 1
+    finally:
+        conn.close()
+    page.goto(f"{site}/queues/{mid.name}/jobs/{done_leaf}")  # a leaf's page shows the whole flow
+    tree = page.locator("ul.flow-tree")
+    states = {li.get_attribute("data-id"): li.get_attribute("data-state")
+              for li in tree.locator("li[data-id]").all()}
+    assert states == {root.id: "waiting", inner.id: "waiting", leaf: "active",
+                      done_leaf: "done", side: "pending"}
+    assert "done for its parent" in tree.locator(f'li[data-id="{done_leaf}"]').inner_text()
+    assert tree.locator("li.me").get_attribute("data-id") == done_leaf
+    # nested: the leaves sit under the inner parent, which sits under the root
+    assert tree.locator(f'li[data-id="{root.id}"] li[data-id="{inner.id}"] li[data-id="{leaf}"]').count() == 1
+    shot(page, tmp_path, "job-flow")
+    page.click(f'ul.flow-tree a:text("{root.id}")')  # each node links to its own page
+    page.wait_for_url(re.compile(rf".*/queues/flow-top/jobs/{root.id}$"))
+    assert page.inner_text(".badge >> nth=0").strip() == "waiting"

@@ -21,6 +21,7 @@ from echomq.core.errors import (
 from echomq.core.memory import human
 from echomq.ops.dashboard import data
 from echomq.ops.dashboard.charts import Series, line_chart
+from echomq.ops.dashboard.flow_view import flow_section, flow_tree
 from echomq.ops.dashboard.history import Sample
 from echomq.ops.dashboard.render import ago, badge, duration, esc, payload_preview, table, utc
 from echomq.ops.dashboard.state import State, state
@@ -307,6 +308,9 @@ async def job_page(request: web.Request) -> web.Response:
         parts.append(f'<h2>Last error</h2><p class="err">{esc(head)}</p>')
         if trace:
             parts.append(f'<pre class="traceback">{esc(trace)}</pre>')
+    tree = await flow_tree(st.connector, name, job_id, d.row)
+    if tree is not None:
+        parts.append(flow_section(tree, job_id))
     if d.row.get("result"):
         rkind, rprev = payload_preview(d.row["result"])
         parts.append(f"<h2>Result <small>{esc(rkind)}</small></h2>{rprev}")
@@ -314,7 +318,7 @@ async def job_page(request: web.Request) -> web.Response:
              "max", "lane", "serial", "cancel", "progress", "progress_at",
              "tok", "fin"}  # call tokens (docs/protocol.md): nothing an operator reads
     extra = [[esc(k), f'<span class="mono">{esc(v[:200])}</span>'] for k, v in sorted(d.row.items())
-             if k not in shown]
+             if k not in shown and not k.startswith("c:")]  # a flow's children: the tree
     if extra:
         parts.append("<h2>Other fields</h2>" + table(["field", "value"], extra))
     moves = _MOVE.get(d.state, ()) if st.may_act() and st.signed_in(request) else ()
