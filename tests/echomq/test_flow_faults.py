@@ -7,6 +7,7 @@ handler that runs the parent), or failed by its policy; no parent waits, no noti
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 import subprocess
@@ -17,7 +18,12 @@ from typing import Any
 
 import pytest
 
-from echomq import AsyncQueue, generate
+from echomq import AsyncQueue
+from echomq.client._async.cluster import AsyncClusterConnector
+from echomq.servers.local_cluster import LocalCluster
+from tests.conftest import cluster_url
+from tests.echomq.flow_audit import admit_random, audit, ended, states
+from tests.echomq.test_cluster import names_on_distinct_primaries
 from tests.echomq.test_flows import other_slot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,26 +42,12 @@ async def test_every_parent_released_exactly_once_under_kill_9(
     rng = random.Random(27)
     a, b = qname, other_slot(qname)
     qa = AsyncQueue(conn, a)
-    parents: dict[str, tuple[str, str, list[tuple[str, str, bytes]]]] = {}
-    for _ in range(FLOWS):
-        home = rng.choice((a, b))
-        pid = generate("JOB")
-        kids = [(rng.choice((a, b)), generate("JOB"), b"F" if rng.random() < 0.03 else b"c")
-                for _ in range(rng.randint(1, 50))]
-        policy = rng.choice(("fail", "continue", "ignore"))
-        assert await AsyncQueue(conn, home).admit_flow(parent=(pid, b"P"), children=kids,
-                                                       on_child_failure=policy)
-        parents[pid] = (home, policy, kids)
-    children = sum(len(k) for _, _, k in parents.values())
+    parents = await admit_random(conn, rng, FLOWS, [a, b])
     procs = [_spawn(backend_url, a, b) for _ in range(3)] + [_spawn(backend_url, a, b, "--relay-only")]
     kills = 0
     try:
         deadline = time.monotonic() + 240
-        while True:
-            states = {pid: await _state(conn, home, pid) for pid, (home, _, _) in parents.items()}
-            if all(s in ("done", "dead") for s in states.values()):
-                break
-            counts = {s: list(states.values()).count(s) for s in set(states.values())}
+        while not ended(counts := await states(conn, parents)):
             assert time.monotonic() < deadline, counts
             time.sleep(rng.uniform(0.2, 0.6))  # noqa: ASYNC251 (the consumers are other processes)
             i = rng.randrange(len(procs))
@@ -67,29 +59,52 @@ async def test_every_parent_released_exactly_once_under_kill_9(
         for proc in procs:
             proc.kill()
             proc.wait()
-    early = [x for x in await conn.command("LRANGE", f"testlog:{{{a}}}", 0, -1) if x.startswith(b"early")]
-    released = failed = 0
-    for pid, (home, policy, kids) in parents.items():
-        row = await AsyncQueue(conn, home).job(pid)
-        assert row is not None
-        n = int(row.get("released", b"0"))
-        assert n <= 1, (pid, row)  # zero doubles
-        if row["state"] == b"dead" and n == 0:  # failed by its policy, never released
-            assert policy == "fail" and int(row["failed"]) >= 1, (pid, row)
-            failed += 1
-        else:
-            assert n == 1 and int(row["settled"]) == len(kids), (pid, row)
-            released += 1
-    for name in (a, b):
-        assert await conn.command("HLEN", f"emq:{{{name}}}:finished") == 0
-        assert await conn.command("ZCARD", f"emq:{{{name}}}:waiting") == 0
-    assert early == []
+    result = await audit(conn, parents, [a, b], a)
+    assert (result.doubles, result.early) == (0, 0), result
+    assert result.released + result.failed == FLOWS
     assert kills >= 10
-    print(f"\nflows {FLOWS}, children {children}, kills {kills}, released {released}, "
-          f"failed by policy {failed}, doubles 0, early 0")
+    print(f"\n{result.line()}, kills {kills}")
     await qa.fence()
 
 
-async def _state(conn: Any, queue: str, job_id: str) -> str:
-    row = await AsyncQueue(conn, queue).job(job_id)
-    return row["state"].decode() if row else "gone"
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.timeout(400)
+async def test_a_primary_killed_while_children_complete_on_it(tmp_path: Any) -> None:
+    """The 3+3 cluster, the parents' queue on one primary and most children's on another;
+    that second primary is killed with SIGKILL while children complete on it; its replica
+    takes over. Every parent is still released exactly once, after all its children."""
+    with LocalCluster(primaries=3, replicas_per_primary=1, node_timeout_ms=2000) as cluster:
+        url = cluster_url(cluster)
+        conn = AsyncClusterConnector.from_url(url)
+        a, b = names_on_distinct_primaries(cluster, "flowkill")[:2]
+        victim = cluster.primary_for_key(f"emq:{{{b}}}:pending")
+        replica = cluster.replica_of(victim)
+        try:
+            parents = await admit_random(conn, random.Random(28), 120, [a, b, b], max_children=30)
+            procs = [_spawn(url, a, b) for _ in range(3)] + [_spawn(url, a, b, "--relay-only")]
+            try:
+                while (counts := await states(conn, parents))["done"] < len(parents) // 5:  # noqa: ASYNC110
+                    await asyncio.sleep(0.1)
+                done_before = counts["done"]
+                cluster.kill_node(victim)  # children of b are completing on it now
+                killed_at = time.monotonic()
+                while replica.role != "primary":
+                    assert time.monotonic() - killed_at < 20, "replica not promoted"
+                    await asyncio.sleep(0.05)
+                promoted_after = time.monotonic() - killed_at
+                deadline = time.monotonic() + 240
+                while not ended(counts := await states(conn, parents)):
+                    assert time.monotonic() < deadline, counts
+                    await asyncio.sleep(0.2)
+            finally:
+                for proc in procs:
+                    proc.kill()
+                    proc.wait()
+            result = await audit(conn, parents, [a, b], a)
+        finally:
+            await conn.aclose()
+    assert (result.doubles, result.early) == (0, 0), result
+    assert result.released + result.failed == len(parents)
+    print(f"\n{result.line()}; primary of {b} killed with {done_before} parents done, "
+          f"replica promoted after {promoted_after:.2f}s")
