@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "echomq"
 MARKERS = ("-- fence:", "-- threshold:")
+_DEDUPE = "tests/echomq/_async/test_dedupe.py"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Mutant:
     old: str  # exact text, found on exactly one line of the file
     new: str  # what it becomes ('' removes it)
     why: str
+    test: str = ""  # a pytest node that kills it instead of the model machine (below)
 
 
 def _guard(script: str, what: str, old: str) -> Mutant:
@@ -179,6 +181,29 @@ MUTANTS: list[Mutant] = [
     Mutant("enqueue_batch: plain jobs score 0", "enqueue_batch.lua",
            "local tag = redis.call('HGET', KEYS[3], 'vtime') or '0'", "local tag = '0'",
            "the old rule on batch admission"),
+    # dedupe windows (issue 28 item 2): not steps of the model machine; each is killed by
+    # the deterministic API test named (one pytest run, on one server, stands for all runs)
+    Mutant("throttle: ignores the window", "throttle.lua",
+           "if holder or redis.call('EXISTS', KEYS[1]) == 1 then",
+           "if redis.call('EXISTS', KEYS[1]) == 1 then",
+           "a held key admits a second job",
+           _DEDUPE + "::test_throttle_refuses_the_key_for_its_window_then_admits"),
+    Mutant("dedupe: no bound on the window", "include/dedupe.lua",
+           "if not ms or ms < 1 or ms > DEDUPE_MAX_MS or ms ~= math.floor(ms) then", "if not ms then",
+           "a negative or huge window accepted by the script",
+           "tests/echomq/test_dedupe_windows.py::test_the_scripts_refuse_bad_windows_themselves"),
+    Mutant("debounce: ignores the window (never replaces)", "debounce.lua",
+           "if row[1] == 'pending' or row[1] == 'delayed' then", "if false then",
+           "a second job instead of the waiting holder's new payload",
+           _DEDUPE + "::test_debounce_replaces_the_waiting_holder_and_moves_its_due_time"),
+    Mutant("debounce: replaces a running holder", "debounce.lua",
+           "if row[1] == 'pending' or row[1] == 'delayed' then", "if row[1] then",
+           "the running job's payload changed under it",
+           _DEDUPE + "::test_debounce_leaves_a_running_holder_alone_and_the_new_job_waits_for_it"),
+    Mutant("debounce: acts on a holder it did not see", "debounce.lua",
+           "if holder and holder ~= guess then return {3, holder} end", "",
+           "the peek-then-act fence removed",
+           _DEDUPE + "::test_debounce_replaces_the_waiting_holder_and_moves_its_due_time"),
 ]
 
 
@@ -239,14 +264,23 @@ def mutated_copy(m: Mutant | None, into: Path) -> Path:
 
 def child(copy: Path, url: str, runs: int, examples: int, steps: int, mutant: str) -> None:
     """In the child: prove the copy is what runs, then run the model test ``runs`` times."""
-    from hypothesis import Phase
-
     import echomq
     from echomq.protocol.scripts import bundle
 
     assert Path(echomq.__file__).resolve().is_relative_to(copy.resolve()), echomq.__file__
     bundle()  # every script still parses
     sys.path.insert(0, str(ROOT))
+    test = next((m.test for m in MUTANTS if m.name == mutant), "")
+    if test:  # a deterministic test: one run stands for all
+        import pytest
+
+        rc = pytest.main([str(ROOT / test), "-x", "-q", "-p", "no:cacheprovider", "-m", "not cluster",
+                          "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml")])
+        assert rc in (0, 1), f"pytest exit status {rc} for {test}"
+        print(json.dumps({"mutant": mutant, "killed": runs if rc else 0, "runs": runs,
+                          "why": [f"{test} failed"] if rc else []}))
+        return
+    from hypothesis import Phase
     from tests.echomq.test_model import run_flow_machine, run_machine
 
     killed, why = 0, []

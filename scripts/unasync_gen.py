@@ -82,6 +82,7 @@ ASYNC_ONLY = {
     "test_consumer_cancel.py": "a Consumer cancelling its handler (asyncio only)",
     "test_consumer_child.py": "ConsumerChild under a Supervisor (asyncio only)",
     "test_dashboard_units.py": "the dashboard (aiohttp) reads async; its actions: _async/test_dead_jobs",
+    "test_dedupe_windows.py": "raw script calls, memory and sharded queues; the API: _async/test_dedupe",
     "test_declared_keys.py": "checks the scripts, not the API: each script runs once through a checked copy",
     "test_derive_id.py": "pure id tests; its admission runs on both APIs in the module itself",
     "test_direct_runs.py": "the Consumer's handler threads (asyncio only)",

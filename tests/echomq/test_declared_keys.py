@@ -139,6 +139,8 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.job(a.id)
     await q.pending_size()
     await q.stats()
+    await q.admit(generate("JOB"), b"t", dedupe_ms=60_000, dedupe_key="dk")
+    await q.admit(generate("JOB"), b"u", dedupe_ms=60_000, dedupe_key="dk", dedupe_mode="debounce")
     assert (await q.search(SearchQuery(states=("dead", "pending"), error_type="boom"), budget=2)).windows
     every = Schedule(name="dk", queue=qname, every_ms=1000, lane="sl")
     tick = every.latest(await c.server_time_ms())

@@ -42,7 +42,8 @@ from tests.echomq._async.support import wait_for
 from tests.echomq.invariants import assert_consistent
 
 # add jobs: deny-oom, back-pressure (flow_hold/flow_admit: a flow's held children, waiting parent)
-ADMISSION = {"admit", "enqueue", "enqueue_batch", "schedule", "flow_hold", "flow_admit"}
+ADMISSION = {"admit", "enqueue", "enqueue_batch", "schedule", "flow_hold", "flow_admit",
+             "throttle", "debounce"}  # admission with a dedupe window (issue 28 item 2)
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit

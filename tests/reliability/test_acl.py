@@ -74,6 +74,7 @@ def test_the_rules_name_only_queue_keys_and_no_dangerous_command() -> None:
     sha = {name: f"+evalsha|{s.sha}" for name, s in bundle().items()}
     assert sha["enqueue"] in producer and sha["admit"] in producer
     assert sha["enqueue_batch"] in producer  # enqueue_many's runs of plain jobs (decision 0027)
+    assert sha["throttle"] in producer and sha["debounce"] in producer  # dedupe windows
     assert sha["claim"] not in producer and sha["complete"] not in producer
     assert sha["claim"] in acl_rules("worker", [Q])
     assert not {sha[w] for w in ("requeue", "purge", "cancel", "pause")} & set(
@@ -89,6 +90,12 @@ async def test_producer_worker_and_dashboard_flows_run_as_their_users(
     assert await producer.enqueue(fail, b"fail") is Verdict.ENQUEUED
     assert await producer.admit(later, b"ok", delay_ms=200) is Verdict.ENQUEUED
     assert await producer.admit(lane, b"defer", lane="L", serial=True) is Verdict.ENQUEUED
+    w = {"dedupe_ms": 60_000, "dedupe_key": "acl"}  # dedupe windows: throttle, debounce
+    assert await producer.admit(generate("JOB"), b"ok", **w) is Verdict.ENQUEUED
+    assert await producer.admit(generate("JOB"), b"ok", **w) is Verdict.DUPLICATE
+    for verdict in (Verdict.ENQUEUED, Verdict.REPLACED):
+        assert await producer.admit(generate("JOB"), b"ok", dedupe_ms=60_000, dedupe_key="acl-d",
+                                    dedupe_mode="debounce") is verdict
 
     wconn = as_role("worker")
     assert await check_eviction_policy(wconn) == {}  # INFO is granted: the policy is read

@@ -62,7 +62,8 @@ _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slot
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "producer": (("fence", "admit", "enqueue", "enqueue_batch", "row", "trace_attach",  # + flows:
-                  "flow_hold", "flow_admit", "flow_start"),  # admit_flow (decision 0038); results:
+                  "flow_hold", "flow_admit", "flow_start",  # admit_flow (decision 0038); results:
+                  "throttle", "debounce"),  # dedupe windows (issue 28 item 2)
                  ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
     "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
                 "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",

@@ -13,6 +13,8 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_BEAT_MS",
     "MAX_COUNT",
+    "MAX_DEDUPE_KEY",
+    "MAX_DEDUPE_MS",
     "MAX_DELAY_MS",
     "MAX_ERROR",
     "MAX_KEEP_MS",
@@ -35,6 +37,11 @@ DAY_MS = 86_400_000
 MAX_LEASE_MS = DAY_MS
 MAX_DELAY_MS = 366 * DAY_MS
 MAX_KEEP_MS = 366 * DAY_MS
+# A dedupe window (throttle, debounce; docs/protocol.md "Dedupe windows") and its key: the
+# entry lives at most this long, and its key is a name, not a document (the scripts check
+# <= 800 bytes: 200 characters of UTF-8).
+MAX_DEDUPE_MS = 31 * DAY_MS
+MAX_DEDUPE_KEY = 200
 MAX_BEAT_MS = 3_600_000
 MAX_ATTEMPTS = 10_000
 MAX_PAGE = 10_000

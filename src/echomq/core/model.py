@@ -33,6 +33,7 @@ class Verdict(enum.Enum):
     ENQUEUED = "enqueued"
     DUPLICATE = "duplicate"  # the id was already known; the existing row is untouched
     KIND = "kind"  # the id is not JOB-namespaced (EMQKIND); nothing was written
+    REPLACED = "replaced"  # debounce: the waiting holder of the dedupe key took this payload
 
 
 class Completion(enum.Enum):

@@ -52,6 +52,7 @@ from echomq.protocol.calls import (
     claim,
     complete,
     complete_batch,
+    deduped,
     enqueue,
     enqueue_batch,
     fence,
@@ -89,6 +90,7 @@ from echomq.protocol.decoders import (
     decode_completions,
     decode_count,
     decode_deadline,
+    decode_deduped,
     decode_ids,
     decode_leases,
     decode_progress,
@@ -98,7 +100,9 @@ from echomq.protocol.decoders import (
     decode_stats,
     decode_verdict,
     decode_views,
+    deduped_retry,
 )
+from echomq.protocol.dedupe import Window, check_window, dedupe_lane
 from echomq.protocol.encoded import BATCH, BatchEnqueuer, Enqueuer, batch_size
 from echomq.protocol.keyspace import STATES, QueueKeys
 
@@ -123,6 +127,7 @@ __all__ = [
     "Enqueuer",
     "QueueKeys",
     "Reaped",
+    "Window",
     "admit",
     "batch_size",
     "browse",
@@ -131,6 +136,7 @@ __all__ = [
     "check_lane",
     "check_lease",
     "check_payload",
+    "check_window",
     "claim",
     "code_of",
     "complete",
@@ -141,6 +147,7 @@ __all__ = [
     "decode_completions",
     "decode_count",
     "decode_deadline",
+    "decode_deduped",
     "decode_ids",
     "decode_leases",
     "decode_progress",
@@ -150,6 +157,9 @@ __all__ = [
     "decode_stats",
     "decode_verdict",
     "decode_views",
+    "dedupe_lane",
+    "deduped",
+    "deduped_retry",
     "enqueue",
     "enqueue_batch",
     "error_from_reply",

@@ -30,6 +30,7 @@ __all__ = [
     "claim",
     "complete",
     "complete_batch",
+    "deduped",
     "enqueue",
     "enqueue_batch",
     "fence",
@@ -153,6 +154,30 @@ def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int
                 [job_id, payload, lane, delay_ms, "1" if serial else "0",
                  "" if max_attempts is None else max_attempts, priority,
                  "" if timeout_ms is None else timeout_ms, token or call_token()])
+
+
+_THROTTLE = layout("throttle", ("job", "pending", "delayed", "lanes", "meta", "wake", "dedupe"),
+                   ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
+                    "timeout_ms", "token", "window_ms"))
+_DEBOUNCE = layout("debounce", ("job", "pending", "delayed", "lanes", "meta", "wake", "dedupe",
+                                "inflight", "holder"),
+                   ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
+                    "timeout_ms", "token", "window_ms", "holder"))
+
+
+def deduped(k: QueueKeys, job_id: str, payload: bytes, *, key: str, window_ms: int, mode: str,
+            lane: str, delay_ms: int, serial: bool, max_attempts: int | None, priority: int = 0,
+            timeout_ms: int | None = None, holder: str = "", token: str | None = None) -> Call:
+    """The ``throttle`` or ``debounce`` call (``mode``) of one admission with a dedupe
+    window of ``window_ms`` on ``key`` (:mod:`echomq.protocol.dedupe`); ``holder`` is the
+    id a debounce expects to hold the key ('' for none)."""
+    args: list[Any] = [job_id, payload, lane, delay_ms, "1" if serial else "0",
+                       "" if max_attempts is None else max_attempts, priority,
+                       "" if timeout_ms is None else timeout_ms, token or call_token(), window_ms]
+    keys = [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake, k.dedupe(key)]
+    if mode == "throttle":
+        return Call(_THROTTLE, keys, args)
+    return Call(_DEBOUNCE, [*keys, k.inflight, k.job(holder or job_id)], [*args, holder])
 
 
 _FENCE = layout("fence", ("meta",), ("version",))

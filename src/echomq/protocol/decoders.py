@@ -25,6 +25,7 @@ __all__ = [
     "decode_completions",
     "decode_count",
     "decode_deadline",
+    "decode_deduped",
     "decode_ids",
     "decode_leases",
     "decode_progress",
@@ -34,6 +35,7 @@ __all__ = [
     "decode_stats",
     "decode_verdict",
     "decode_views",
+    "deduped_retry",
     "text",
 ]
 
@@ -72,6 +74,27 @@ def decode_verdict(reply: object) -> Verdict | EchoMQError:
     if reply == 0:
         return Verdict.DUPLICATE
     return ServerError(f"unexpected admission reply: {reply!r}")
+
+
+_DEDUPED = {1: Verdict.ENQUEUED, 0: Verdict.DUPLICATE, 2: Verdict.REPLACED}
+
+
+def decode_deduped(reply: object) -> tuple[Verdict | EchoMQError, str | None]:
+    """One reply of throttle/debounce: its verdict (or error) and the id of the job that
+    holds the dedupe key now (None with an error; a debounce's 3, "ask again with this
+    holder", comes back as (DUPLICATE, holder) only from :func:`deduped_retry`)."""
+    if isinstance(reply, list) and len(reply) == 2 and reply[0] in _DEDUPED:
+        return _DEDUPED[reply[0]], text(reply[1])
+    if isinstance(reply, BaseException):
+        return decode_verdict(reply), None
+    return ServerError(f"unexpected admission reply: {reply!r}"), None
+
+
+def deduped_retry(reply: object) -> str | None:
+    """The holder a debounce reply names when it asks to be sent again (its 3), else None."""
+    if isinstance(reply, list) and len(reply) == 2 and reply[0] == 3:
+        return text(reply[1])
+    return None
 
 
 _COMPLETIONS = {1: Completion.COMPLETED, 2: Completion.CANCELLED}

@@ -135,6 +135,11 @@ class QueueKeys:
             raise InvalidJobId(f"not a branded id: {job_id!r}")
         return self.job_prefix + job_id
 
+    def dedupe(self, key: str) -> str:
+        """``emq:{q}:dd:<key>``: a dedupe window's entry (the holder's id), key checked by
+        :func:`echomq.protocol.codes.check_dedupe`."""
+        return self.job_prefix[:-4] + "dd:" + key
+
     def state(self, state: object) -> str:
         if state not in STATES:
             raise InvalidArgument(f"state must be one of {STATES}, not {state!r}")

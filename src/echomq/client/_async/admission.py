@@ -19,7 +19,7 @@ from echomq import protocol as p
 from echomq.client._async.memory import typed_refusals
 from echomq.client._async.seam import Reply, ScriptConnector
 from echomq.client.replies import reply_code
-from echomq.core.errors import EchoMQError, InvalidArgument, NotDurable, ServerError
+from echomq.core.errors import EchoMQError, InvalidArgument, NotDurable, ServerBusy, ServerError
 from echomq.core.model import QueueOptions, Verdict
 from echomq.protocol import Call
 from echomq.protocol.gate import check_priority
@@ -27,6 +27,7 @@ from echomq.protocol.scripts import Script
 
 __all__ = ["AdmitItem", "AsyncAdmission"]
 
+_HOLDER_ROUNDS = 8  # debounce rounds that find another holder before giving up (ServerBusy)
 _MIN_FLUSH = 128  # admissions per flush, least (below it a flush's round trip outweighs it)
 
 AdmitItem = tuple[str, bytes] | tuple[str, bytes, str | None]
@@ -48,10 +49,15 @@ class AsyncAdmission:
 
     def call(self, job_id: str, payload: object, lane: str | None, delay_ms: int,
                     serial: bool, max_attempts: int | None, priority: int = 0,
-                    timeout_ms: int | None = None) -> Call:
+                    timeout_ms: int | None = None, window: p.Window | None = None,
+                    holder: str | None = None) -> Call:
+        """The call of one admission, every argument checked. With a dedupe ``window``,
+        ``throttle`` or ``debounce`` (``holder``: the id a debounce expects to hold the
+        key; None: the job's own id when the key is the id, else none)."""
         data = p.check_payload(payload, self.options.max_payload)
-        if (lane is None and not delay_ms and max_attempts is None and isinstance(serial, bool)
-                and priority == 0 and type(priority) is int and timeout_ms is None):
+        if (window is None and lane is None and not delay_ms and max_attempts is None
+                and isinstance(serial, bool) and priority == 0 and type(priority) is int
+                and timeout_ms is None):
             return self._enqueue(job_id, data)  # lua/enqueue.lua, its request encoded once
         lane_arg = p.check_lane(lane)
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
@@ -62,6 +68,20 @@ class AsyncAdmission:
         level = check_priority(priority)
         if timeout_ms is not None:
             p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
+        if window is not None:
+            key = job_id if window.key is None else window.key
+            if window.mode == "debounce":
+                if not lane_arg:  # its own serial lane: a new job waits for a running holder
+                    lane_arg, serial = p.dedupe_lane(key), True
+                elif not serial:
+                    raise InvalidArgument("a debounced job on a lane needs serial=True (a new "
+                                          "job must wait for a running holder), or no lane")
+            if holder is None:
+                holder = job_id if window.key is None else ""
+            return p.deduped(self.k, job_id, data, key=key, window_ms=window.ms, mode=window.mode,
+                             lane=lane_arg, delay_ms=delay_ms, serial=serial,
+                             max_attempts=max_attempts, priority=level, timeout_ms=timeout_ms,
+                             holder=holder)
         if not lane_arg and not delay_ms and max_attempts is None and not level \
                 and timeout_ms is None:
             # No option: lua/enqueue.lua, the same write as admit.lua's without one, in a
@@ -81,8 +101,11 @@ class AsyncAdmission:
         max_attempts: int | None = None,
         priority: int = 0,
         timeout_ms: int | None = None,
+        dedupe_ms: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_mode: str | None = None,
     ) -> Verdict:
-        """Admit one job: ENQUEUED, DUPLICATE or KIND (the one admission verb).
+        """Admit one job: ENQUEUED, DUPLICATE, REPLACED or KIND (the one admission verb).
 
         Optionally onto ``lane`` (fair among lanes; ``serial=True`` holds the lane to one
         job in flight, so its jobs run in order), after ``delay_ms`` (server clock), with
@@ -92,24 +115,62 @@ class AsyncAdmission:
         row; a consumer applies it instead of its own ``timeout_ms``). Bad arguments raise
         InvalidArgument (InvalidJobId, InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
         :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
+
+        With ``dedupe_ms`` the job's dedupe key (``dedupe_key``, else its id) is held that
+        long whatever the row's retention (:mod:`echomq.protocol.dedupe`): ``dedupe_mode``
+        "throttle" (the default: later admissions answer DUPLICATE) or "debounce" (a later
+        admission replaces the payload of the waiting holder and moves its due time:
+        REPLACED).
         """
+        window = p.check_window(dedupe_ms, dedupe_key, dedupe_mode)
+        if window is not None:
+            return (await self.admit_held(job_id, payload, window, lane=lane, delay_ms=delay_ms,
+                                          serial=serial, max_attempts=max_attempts,
+                                          priority=priority, timeout_ms=timeout_ms))[0]
         call = self.call(job_id, payload, lane, delay_ms, serial, max_attempts, priority,
                                 timeout_ms)
-        if self.options.durable_replicas:
-            reply = (await self.pipeline([call]))[0]
-        else:
-            try:
-                reply = await self.connector.run(call)
-            except EchoMQError as exc:
-                (reply,) = await typed_refusals(self.connector, self.name, [exc])
-        verdict = p.decode_verdict(reply)
+        verdict = p.decode_verdict(await self._run(call))
         if isinstance(verdict, EchoMQError):
             raise verdict
         return verdict
 
+    async def _run(self, call: Call) -> Reply:
+        if self.options.durable_replicas:
+            return (await self.pipeline([call]))[0]
+        try:
+            return await self.connector.run(call)
+        except EchoMQError as exc:
+            (reply,) = await typed_refusals(self.connector, self.name, [exc])
+            return reply
+
+    async def admit_held(
+        self, job_id: str, payload: bytes, window: p.Window, *, lane: str | None = None,
+        delay_ms: int = 0, serial: bool = False, max_attempts: int | None = None,
+        priority: int = 0, timeout_ms: int | None = None,
+    ) -> tuple[Verdict, str]:
+        """:meth:`admit` with a checked dedupe ``window``: the verdict and the id of the job
+        that holds the key after it (this job's id when ENQUEUED; the holder's when
+        DUPLICATE or REPLACED). A debounce that finds another holder than it expected
+        asks again naming it (peek-then-act; a few rounds, each a changed holder)."""
+        holder: str | None = None
+        for _ in range(_HOLDER_ROUNDS):
+            reply = await self._run(self.call(job_id, payload, lane, delay_ms, serial,
+                                              max_attempts, priority, timeout_ms, window, holder))
+            holder = p.deduped_retry(reply)
+            if holder is None:
+                break
+        else:
+            raise ServerBusy(f"queue {self.name!r}: the holder of dedupe key {window.key!r} "
+                             f"changed {_HOLDER_ROUNDS} times during one admission; try again")
+        verdict, who = p.decode_deduped(reply)
+        if isinstance(verdict, EchoMQError):
+            raise verdict
+        return verdict, who or job_id
+
     async def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
         timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
+        dedupe_ms: int | None = None, dedupe_mode: str | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs: ``SCRIPT LOAD`` once, then pipelined calls, in input order.
 
@@ -124,7 +185,10 @@ class AsyncAdmission:
         list is not a transaction. ``priority``, ``timeout_ms``, ``delay_ms`` and
         ``max_attempts`` apply to every item, as in :meth:`AsyncQueue.admit` (any of them
         makes each item its own ``admit`` call, still pipelined in input order).
+        ``dedupe_ms``/``dedupe_mode`` give each item a dedupe window on its own id, as
+        :meth:`admit` does (each item its own ``throttle`` or ``debounce`` call).
         """
+        window = p.check_window(dedupe_ms, None, dedupe_mode)
         level = check_priority(priority)
         if timeout_ms is not None:
             p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
@@ -134,7 +198,7 @@ class AsyncAdmission:
         listed: list[Any] = items if type(items) is list else list(items)
         out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(listed)  # placeholders
         plain = (isinstance(serial, bool) and not level and timeout_ms is None and not delay_ms
-                 and max_attempts is None)
+                 and max_attempts is None and window is None)
         limit = self.options.max_payload
         segments: list[_Run | tuple[int, Call]] = []
         whole = _all_pairs(listed, limit) if plain else None  # the common list, a few passes
@@ -142,7 +206,7 @@ class AsyncAdmission:
             segments.append(whole)
         else:
             self._classify(listed, (serial, priority, timeout_ms, delay_ms, max_attempts), plain,
-                           segments, out)
+                           segments, out, window)
         calls, where = self._calls(segments)
         for script in {c.script.sha: c.script for c in calls}.values():  # at most three
             await self._preload(script)
@@ -165,7 +229,7 @@ class AsyncAdmission:
 
     def _classify(self, items: list[Any], opts: tuple[bool, int, int | None, int, int | None],
                   plain: bool, segments: list[_Run | tuple[int, Call]],
-                  out: list[Verdict | EchoMQError]) -> None:
+                  out: list[Verdict | EchoMQError], window: p.Window | None = None) -> None:
         """Item by item: runs of plain jobs, a call for each other item, errors in place.
         ``opts``: every item's (serial, priority, timeout_ms, delay_ms, max_attempts)."""
         serial, priority, timeout_ms, delay_ms, max_attempts = opts
@@ -185,7 +249,7 @@ class AsyncAdmission:
                     continue
                 try:
                     call = self.call(item[0], item[1], item[2] if shape == 3 else None, delay_ms,
-                                     serial, max_attempts, priority, timeout_ms)
+                                     serial, max_attempts, priority, timeout_ms, window)
                 except EchoMQError as exc:
                     out[i] = exc
                     continue
@@ -258,7 +322,8 @@ class AsyncAdmission:
                 calls[start : start + step], replicas=o.durable_replicas,
                 timeout_ms=o.durable_timeout_ms)
             for reply, n in zip(replies, acked, strict=True):
-                if n < o.durable_replicas and (reply == 1 or isinstance(reply, bytes)):
+                if n < o.durable_replicas and (reply == 1 or isinstance(reply, bytes) or (
+                        isinstance(reply, list) and reply[:1] in ([1], [2]))):
                     short = NotDurable(
                         f"queue {self.name!r}: {n} of {o.durable_replicas} replicas acknowledged "
                         f"the admission within {o.durable_timeout_ms} ms; it is written on the "
@@ -300,6 +365,8 @@ def _verdict(reply: Reply) -> Verdict | EchoMQError:
             return Verdict.ENQUEUED
         if reply == 0:
             return Verdict.DUPLICATE
+    if type(reply) is list:  # throttle's or debounce's {verdict, holder}
+        return p.decode_deduped(reply)[0]
     return p.decode_verdict(reply)
 
 

@@ -114,14 +114,30 @@ class AsyncShardedQueue(AsyncShardedBase):
     async def admit(
         self, job_id: str, payload: bytes, *, lane: str | None = None, delay_ms: int = 0,
         serial: bool = False, max_attempts: int | None = None, priority: int = 0,
-        timeout_ms: int | None = None,
+        timeout_ms: int | None = None, dedupe_ms: int | None = None,
+        dedupe_key: str | None = None, dedupe_mode: str | None = None,
     ) -> Verdict:
+        """Admit one job in its shard (:meth:`AsyncQueue.admit`). With a dedupe window the
+        job goes to its dedupe key's shard: a debounced job's lane is derived from its key
+        (``dd:<key>``, routed by it); an explicit ``dedupe_key`` with a lane of the caller's
+        is refused (InvalidArgument), since the lane would choose the shard and the window
+        would hold in that shard only."""
+        window = p.check_window(dedupe_ms, dedupe_key, dedupe_mode)
+        route = lane  # the shard's key: the lane, else the id (layout.index)
+        if window is not None and lane is None:
+            key = window.key or job_id
+            route = p.dedupe_lane(key) if window.mode == "debounce" else window.key
+        elif window is not None and window.key is not None:
+            raise InvalidArgument(f"sharded queue {self.name!r}: a dedupe_key with a lane "
+                                  "would dedupe in the lane's shard only; drop one")
+
         async def op() -> Verdict:
             if job_id in await self._in_old([job_id]):
                 return Verdict.DUPLICATE
-            return await self.shard_for(job_id, lane).admit(
+            return await self.shard_for(job_id, route).admit(
                 job_id, payload, lane=lane, delay_ms=delay_ms, serial=serial,
-                max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms)
+                max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms,
+                dedupe_ms=dedupe_ms, dedupe_key=dedupe_key, dedupe_mode=dedupe_mode)
         return await self._following(op)
 
     def _group(self, items: list[Any], width: int, out: list[Verdict | EchoMQError],

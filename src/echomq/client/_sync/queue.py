@@ -116,12 +116,17 @@ class Queue:
         max_attempts: int | None = None,
         priority: int = 0,
         timeout_ms: int | None = None,
+        dedupe_ms: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe_mode: str | None = None,
     ) -> Verdict:
-        """Admit one job: ENQUEUED, DUPLICATE or KIND (the one admission verb); the options
-        and the refusals are :meth:`Admission.admit`'s."""
+        """Admit one job: ENQUEUED, DUPLICATE, REPLACED or KIND (the one admission verb); the
+        options (dedupe windows too) and the refusals are :meth:`Admission.admit`'s."""
         return self.admission.admit(job_id, payload, lane=lane, delay_ms=delay_ms,
                                           serial=serial, max_attempts=max_attempts,
-                                          priority=priority, timeout_ms=timeout_ms)
+                                          priority=priority, timeout_ms=timeout_ms,
+                                          dedupe_ms=dedupe_ms, dedupe_key=dedupe_key,
+                                          dedupe_mode=dedupe_mode)
 
     def admit_flow(self, *, parent: tuple[str, bytes],
                          children: Sequence[tuple[str, str, bytes]],
@@ -148,12 +153,14 @@ class Queue:
     def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
         timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
+        dedupe_ms: int | None = None, dedupe_mode: str | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs, one verdict (or typed error) per item in input order
         (:meth:`Admission.admit_many`)."""
         return self.admission.admit_many(items, serial=serial, priority=priority,
                                                timeout_ms=timeout_ms, delay_ms=delay_ms,
-                                               max_attempts=max_attempts)
+                                               max_attempts=max_attempts, dedupe_ms=dedupe_ms,
+                                               dedupe_mode=dedupe_mode)
 
     def enqueue_many(self, pairs: Iterable[AdmitItem]) -> list[Verdict | EchoMQError]:
         """The protocol's name for :meth:`admit_many` (docs/protocol.md, "Admission"): the

@@ -23,60 +23,21 @@
 --   (the existing row untouched)
 -- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument; EMQKEYS keys
 --   not this id's queue; EMQVERSION another major version; nothing written
--- @include now
--- @include age
--- @include pend
 -- @include fence
 -- @include shape
+-- @include options
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
 local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 9)
 if bad then return bad end
-local delay = tonumber(ARGV[4])
-if not delay or delay < 0 or delay > 31622400000 or delay ~= math.floor(delay) then
-  return redis.error_reply('EMQARG delay_ms must be an integer in 0..31622400000')
-end
-if ARGV[5] ~= '0' and ARGV[5] ~= '1' then
-  return redis.error_reply('EMQARG serial must be 0 or 1')
-end
-if #ARGV[3] > 1024 then -- a lane is 1..256 characters (echomq.core.bounds.MAX_LANE): 1 KiB
-  return redis.error_reply('EMQARG lane must be at most 256 characters')
-end
-local max = tonumber(ARGV[6])
-if ARGV[6] ~= '' and (not max or max < 1 or max > 10000 or max ~= math.floor(max)) then
-  return redis.error_reply('EMQARG max_attempts must be an integer in 1..10000')
-end
-local prio = tonumber(ARGV[7])
-if not prio or prio < 0 or prio > 3 or prio ~= math.floor(prio) then
-  return redis.error_reply('EMQARG priority must be an integer in 0..3')
-end
-local timeout = tonumber(ARGV[8])
-if ARGV[8] ~= '' and (not timeout or timeout < 1 or timeout > 31622400000
-    or timeout ~= math.floor(timeout)) then
-  return redis.error_reply('EMQARG timeout_ms must be an integer in 1..31622400000')
-end
-local tok = ARGV[9]
-if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
+local err, delay = admit_args()
+if err then return err end
 local refused, known = fence(KEYS[5])
 if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then -- a duplicate, or this call's own resend
+  local tok = ARGV[9]
   return (tok ~= '' and redis.call('HGET', KEYS[1], 'tok') == tok) and 1 or 0
 end
-if not known then redis.call('HSET', KEYS[5], 'protocol', PROTOCOL) end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', tok)
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'lane', ARGV[3], 'serial', ARGV[5])
-end
-if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[1], 'max', ARGV[6])
-end
-if prio > 0 then redis.call('HSET', KEYS[1], 'prio', ARGV[7]) end
-if timeout then redis.call('HSET', KEYS[1], 'timeout', ARGV[8]) end
-if delay > 0 then
-  redis.call('HSET', KEYS[1], 'state', 'delayed')
-  redis.call('ZADD', KEYS[3], now_ms() + delay, ARGV[1])
-else
-  pend(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[3], false, KEYS[1])
-end
+admit_row(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], delay, known)
 return 1
