@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.bot.standin import Received, StandIn
@@ -119,6 +120,29 @@ async def bot_database(data: Path, *, bot_running: bool = True) -> AsyncIterator
         await pool.close()
         if server is not None:
             await asyncio.to_thread(server.stop)
+
+
+async def round_reached(data: Path, k: int, *, guesses: int, near_close_s: float) -> bool:
+    """Whether the bot's series has reached round ``k`` far enough for the next fault: a
+    later round is open, or round ``k`` is open with ``guesses`` guesses charged in it or
+    less than ``near_close_s`` left. Rounds move only while the bot runs, so faults tied to
+    rounds keep their places in the season however slow a restart is. False while the
+    bot's PostgreSQL is down (a restart)."""
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_uri(data), autocommit=True,
+                                                         connect_timeout=5) as conn:
+            row = await (await conn.execute(
+                "SELECT r.series_index, r.state = 'open',"
+                " (SELECT count(*) FROM guesses g WHERE g.round_id = r.id),"
+                " extract(epoch FROM r.closes_at - now())::float8"
+                " FROM rounds r JOIN series s ON s.id = r.series_id WHERE s.name = 'main'"
+                " ORDER BY s.id, r.series_index DESC LIMIT 1")).fetchone()
+    except (psycopg.Error, AssertionError, OSError):
+        return False
+    if row is None:
+        return False
+    index, is_open, charged, left = row
+    return bool(index > k or (index == k and is_open and (charged >= guesses or left < near_close_s)))
 
 
 def restart_postgres(data: Path) -> None:

@@ -161,6 +161,27 @@ async def test_a_restart_after_the_round_closed_resumes_the_series_with_one_roun
         assert await cur.fetchone() == (1, 4, "finished")
 
 
+async def test_a_start_while_a_finished_series_plays_its_last_round_starts_no_other(
+        services: Services) -> None:
+    """The season test's case: the last round opened (the series is finished) and the bot
+    restarted before it was settled: the start answers the old series, opens nothing beside
+    its last round; once that round is settled, a start begins a new series."""
+    name = _name(services)
+    settings = SeriesSettings(round_ms=60_000, rounds=1)
+    status = await start_series(services, settings, name=name)
+    job = OpenRound(status.id, round_id(status.id, 0), 0, 1, 60_000, 0, 10, "classic")
+    opened = await open_round(services, job)
+    assert opened is not None and not isinstance(opened, NotYet) and opened.state == "open"
+    finished = await get_series(services.pool, status.id)
+    assert finished is not None and finished.state == "finished"
+    again = await start_series(services, settings, name=name)  # the restart mid-round
+    assert again.id == status.id and not again.created
+    async with services.pool.connection() as conn:
+        await conn.execute("UPDATE rounds SET state = 'settled' WHERE series_id = %s", (status.id,))
+    fresh = await start_series(services, settings, name=name)
+    assert fresh.created and fresh.id != status.id
+
+
 async def test_a_lost_open_job_is_admitted_again_by_a_kick(services: Services) -> None:
     status = await start_series(services, SeriesSettings(round_ms=60_000), name=_name(services))
     row = await live_series(services.pool, _name(services))

@@ -98,18 +98,26 @@ async def create_series(pool: AsyncConnectionPool, series_id: str, *, name: str,
                         daily_topup: int, emoji_set: str, next_index: int = 0) -> tuple[SeriesRow, bool]:
     """The live series named ``name``, created as ``series_id`` with these settings if there
     is none: (the series, True if this call created it). Two concurrent calls find one series
-    (the unique index on live names decides). Values are checked by the caller."""
+    (the unique index on live names decides). Values are checked by the caller.
+
+    A finished series whose last rounds are not all settled yet is still the one: a start
+    then (the bot restarted while its season's last round plays or waits to be settled)
+    answers it and creates nothing, so a new series never opens a round beside the old
+    one's last. Once every round of it is settled, a start begins a new series."""
     async with transaction(pool) as conn:
         cur = await conn.execute(
             "INSERT INTO series (id, name, round_ms, gap_ms, price, rounds, start_grant, daily_topup,"
-            " emoji_set, next_index) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " emoji_set, next_index) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
+            " WHERE NOT EXISTS (SELECT 1 FROM series s JOIN rounds r ON r.series_id = s.id"
+            "                   WHERE s.name = %s AND s.state = 'finished' AND r.state <> 'settled')"
             " ON CONFLICT DO NOTHING RETURNING id",
             (series_id, name, round_ms, gap_ms, price, rounds, start_grant, daily_topup, emoji_set,
-             next_index))
+             next_index, name))
         created = await cur.fetchone() is not None
         cur = await conn.execute(
-            f"SELECT {SERIES_COLUMNS} FROM series WHERE id = %s OR (name = %s AND state <> 'finished')"
-            " ORDER BY (id = %s) DESC LIMIT 1", (series_id, name, series_id))
+            f"SELECT {SERIES_COLUMNS} FROM series WHERE id = %s OR name = %s"
+            " ORDER BY (id = %s) DESC, (state <> 'finished') DESC, id DESC LIMIT 1",
+            (series_id, name, series_id))
         row = await cur.fetchone()
     assert row is not None  # inserted, or the conflicting row exists (series are never deleted)
     return _series(row), created
