@@ -21,7 +21,7 @@ async def bill(order: str, cents: list[int]) -> Invoice:
 
 async def main() -> None:
     handle = await bill.admit("order-42", [1999, 500])  # checked against the hints, then admitted
-    print(handle.verdict)  # Verdict.ENQUEUED; run it again: Verdict.DUPLICATE (key= derives the id)
+    print(handle.verdict)  # Verdict.ENQUEUED; run it again: Verdict.DUPLICATE (key= holds the key an hour)
     print(await handle.result(timeout=30))  # Invoice(order='order-42', total_cents=2499)
     await app.aclose()
 

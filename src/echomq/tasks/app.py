@@ -113,6 +113,7 @@ class App:
              backoff: BackoffPolicy | None = None, timeout_ms: int | None = None,
              delay_ms: int = 0, key: Any = None, name: str | None = None, retry_on: Any = None,
              give_up_on: Any = None, schedule: Schedule | None = None,
+             dedupe_ms: int | None = None, dedupe_mode: str | None = None,
              ) -> Declare: ...
 
     def task(self, fn: Callable[..., Any] | None = None, /, *, queue: str | None = None,
@@ -120,12 +121,14 @@ class App:
              max_attempts: int | None = None, backoff: BackoffPolicy | None = None,
              timeout_ms: int | None = None, delay_ms: int = 0, key: Any = None,
              name: str | None = None, retry_on: Any = None, give_up_on: Any = None,
-             schedule: Schedule | None = None) -> Any:
+             schedule: Schedule | None = None, dedupe_ms: int | None = None,
+             dedupe_mode: str | None = None) -> Any:
         """Declare a task (``@app.task`` or ``@app.task(...)``; options in
         :mod:`echomq.tasks.task`). ``schedule``: admit it at every tick of that
         :class:`~echomq.protocol.schedules.Schedule` (no arguments; ``app.schedule`` for some)."""
         opts = AdmitOptions(lane=lane, serial=serial, priority=priority, max_attempts=max_attempts,
-                            timeout_ms=timeout_ms, delay_ms=delay_ms, key=key)
+                            timeout_ms=timeout_ms, delay_ms=delay_ms, key=key,
+                            dedupe_ms=dedupe_ms, dedupe_mode=dedupe_mode)
         where = keyspace.check_queue(queue) or queue if queue is not None else self.default_queue
 
         def declare(f: Callable[..., Any]) -> Task[Any, Any]:

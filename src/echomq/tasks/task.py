@@ -12,8 +12,12 @@ Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments:
 job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff``
 (a :class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures);
 ``timeout_ms``; ``delay_ms``; ``key`` (a parameter's name or a function of the arguments
-giving a business key: the job id is ``derive_id("JOB", key, namespace=task name)``, so
-the same key admitted twice answers DUPLICATE; a key of None mints a fresh id);
+giving a business key: the job gets a fresh time-ordered id and the key, as
+``derive_id("JOB", key, namespace=task name)``, is its dedupe key for ``dedupe_ms``
+(default :data:`KEY_WINDOW_MS`, one hour from admission; ``dedupe_mode`` "throttle" or
+"debounce", :mod:`echomq.protocol.dedupe`), so the same key admitted again in the window
+answers DUPLICATE with the first job's handle, and keyed jobs keep the order of admission
+(docs/decisions/0041); a key of None admits without a window);
 ``retry_on`` (exception types that retry; any other exception ends the job dead at once)
 and ``give_up_on`` (exception types that end it dead at once); ``name`` (default
 ``module.qualname``, what travels with the job; a script's functions are named after the
@@ -37,7 +41,7 @@ from echomq.core.failures import failure_text
 from echomq.core.ids import derive_id, generate
 from echomq.core.model import Verdict
 from echomq.core.outcomes import Backoff, BackoffPolicy
-from echomq.protocol import check_lane
+from echomq.protocol import Window, check_lane, check_window
 from echomq.protocol.gate import check_priority
 from echomq.tasks.canvas import Signature
 from echomq.tasks.context import TaskContext
@@ -46,7 +50,11 @@ from echomq.tasks.host import Host
 from echomq.tasks.serializer import envelope_head
 from echomq.tasks.signature import TaskSignature
 
-__all__ = ["AdmitOptions", "Task", "TaskCall"]
+__all__ = ["KEY_WINDOW_MS", "AdmitOptions", "Task", "TaskCall"]
+
+KEY_WINDOW_MS = 3_600_000
+"""How long a task's ``key=`` refuses a second job by default: one hour from admission,
+what the row's retention (``keep_done_ms``) gave before (docs/decisions/0041)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -67,8 +75,14 @@ class AdmitOptions:
     timeout_ms: int | None = None
     delay_ms: int = 0
     key: ArgFn = None
+    dedupe_ms: int | None = None  # a keyed job's window (None: KEY_WINDOW_MS)
+    dedupe_mode: str | None = None  # "throttle" (None) or "debounce"
 
     def __post_init__(self) -> None:
+        if (self.dedupe_ms is not None or self.dedupe_mode is not None) and self.key is None:
+            raise InvalidArgument("dedupe_ms and dedupe_mode need key= (the dedupe key)")
+        check_window(KEY_WINDOW_MS if self.dedupe_ms is None else self.dedupe_ms, None,
+                     self.dedupe_mode)
         check_priority(self.priority)
         bounds.check_int("delay_ms", self.delay_ms, 0, bounds.MAX_DELAY_MS)
         if self.max_attempts is not None:
@@ -199,16 +213,26 @@ class Task(Generic[P, R]):
     # ------------------------------------------------------------ admission
     def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, bytes, str | None]:
         """``(job id, payload, lane)`` of one call; InvalidArgument before any I/O."""
+        return self._prepare(args, kwargs)[:3]
+
+    def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> tuple[str, bytes, str | None, Window | None]:
+        """``(job id, payload, lane, dedupe window)`` of one call: a keyed call's window is
+        on its derived key, its id a fresh one (docs/decisions/0041)."""
         values = self.sig.bind(args, kwargs)
         key = self._key
         business = None if key is None else key(args, kwargs, values)
-        job_id = generate("JOB") if business is None else derive_id("JOB", business, namespace=self.name)
+        job_id, window = generate("JOB"), None
+        if business is not None:
+            o = self._opts
+            window = check_window(KEY_WINDOW_MS if o.dedupe_ms is None else o.dedupe_ms,
+                                  derive_id("JOB", business, namespace=self.name), o.dedupe_mode)
         try:
             payload = self._head + self._encode(values)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"task {self.name}: arguments cannot be encoded: {exc}") from None
         lane = None if self._lane is None else check_lane(self._lane(args, kwargs, values)) or None
-        return job_id, payload, lane
+        return job_id, payload, lane, window
 
     def _admit_kwargs(self) -> dict[str, Any]:
         o = self._opts
@@ -216,18 +240,27 @@ class Task(Generic[P, R]):
                 "priority": o.priority, "timeout_ms": o.timeout_ms}
 
     async def admit(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
-        """Admit one job of this task; its handle (``.id``, ``.verdict``, ``await .result()``)."""
-        job_id, payload, lane = self.prepare(args, kwargs)
+        """Admit one job of this task; its handle (``.id``, ``.verdict``, ``await .result()``).
+        A keyed call refused in its window gets the handle of the job that holds the key."""
+        job_id, payload, lane, window = self._prepare(args, kwargs)
         queue = self.app.queue(self.queue)
-        verdict = await queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+        if window is None:
+            verdict = await queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+        else:
+            verdict, job_id = await queue.admission.admit_held(job_id, payload, window, lane=lane,
+                                                                **self._admit_kwargs())
         return TaskHandle(queue, job_id, verdict, self.name, self.decode_result)
 
     def admit_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncTaskHandle[R]:
         """:meth:`admit`, blocking (sync code: a Django view, a script); the handle's
         ``result()`` blocks too."""
-        job_id, payload, lane = self.prepare(args, kwargs)
+        job_id, payload, lane, window = self._prepare(args, kwargs)
         queue = self.app.sync_queue(self.queue)
-        verdict = queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+        if window is None:
+            verdict = queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+        else:
+            verdict, job_id = queue.admission.admit_held(job_id, payload, window, lane=lane,
+                                                         **self._admit_kwargs())
         return SyncTaskHandle(queue, job_id, verdict, self.name, self.decode_result)
 
     def handle(self, job_id: str) -> TaskHandle[R]:
@@ -238,7 +271,8 @@ class Task(Generic[P, R]):
         """:meth:`handle`, blocking."""
         return SyncTaskHandle(self.app.sync_queue(self.queue), job_id, None, self.name, self.decode_result)
 
-    def _items(self, calls: Iterable[TaskCall | tuple[Any, ...]]) -> list[tuple[str, bytes, str | None]]:
+    def _items(self, calls: Iterable[TaskCall | tuple[Any, ...]]
+               ) -> list[tuple[str, bytes, str | None, Window | None]]:
         items = []
         for i, call in enumerate(calls):
             if isinstance(call, TaskCall):
@@ -248,7 +282,7 @@ class Task(Generic[P, R]):
             else:
                 raise InvalidArgument(f"item {i}: a TaskCall (task.call(...)) or a tuple of arguments")
             try:
-                items.append(self.prepare(args, kwargs))
+                items.append(self._prepare(args, kwargs))
             except InvalidArgument as exc:
                 raise InvalidArgument(f"item {i}: {exc}") from None
         return items
@@ -258,13 +292,29 @@ class Task(Generic[P, R]):
         """Admit many jobs of this task (each item ``task.call(...)`` or a tuple of
         positional arguments) on the queue's batch path: one handle per item, in input
         order (or the typed error the server answered for that item). Every item is
-        checked first: one that does not fit raises InvalidArgument, nothing written."""
+        checked first: one that does not fit raises InvalidArgument, nothing written.
+        A keyed task's items are admitted one call each, in order (each has its own
+        dedupe key; a refused one gets the holder's handle)."""
         items = self._items(calls)
         queue = self.app.queue(self.queue)
         o = self._opts
-        verdicts = await queue.admit_many(items, serial=o.serial, priority=o.priority,
-                                          timeout_ms=o.timeout_ms, delay_ms=o.delay_ms,
-                                          max_attempts=o.max_attempts)
+        out: list[TaskHandle[R] | EchoMQError] = []
+        if self._key is not None:
+            for job_id, payload, lane, window in items:
+                try:
+                    if window is None:
+                        verdict = await queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+                    else:
+                        verdict, job_id = await queue.admission.admit_held(
+                            job_id, payload, window, lane=lane, **self._admit_kwargs())
+                except EchoMQError as exc:
+                    out.append(exc)
+                    continue
+                out.append(TaskHandle(queue, job_id, verdict, self.name, self.decode_result))
+            return out
+        verdicts = await queue.admit_many([i[:3] for i in items], serial=o.serial,
+                                          priority=o.priority, timeout_ms=o.timeout_ms,
+                                          delay_ms=o.delay_ms, max_attempts=o.max_attempts)
         return [v if not isinstance(v, Verdict) else
                 TaskHandle(queue, item[0], v, self.name, self.decode_result)
                 for item, v in zip(items, verdicts, strict=True)]
@@ -275,7 +325,21 @@ class Task(Generic[P, R]):
         items = self._items(calls)
         queue = self.app.sync_queue(self.queue)
         o = self._opts
-        verdicts = queue.admit_many(items, serial=o.serial, priority=o.priority,
+        out: list[SyncTaskHandle[R] | EchoMQError] = []
+        if self._key is not None:
+            for job_id, payload, lane, window in items:
+                try:
+                    if window is None:
+                        verdict = queue.admit(job_id, payload, lane=lane, **self._admit_kwargs())
+                    else:
+                        verdict, job_id = queue.admission.admit_held(
+                            job_id, payload, window, lane=lane, **self._admit_kwargs())
+                except EchoMQError as exc:
+                    out.append(exc)
+                    continue
+                out.append(SyncTaskHandle(queue, job_id, verdict, self.name, self.decode_result))
+            return out
+        verdicts = queue.admit_many([i[:3] for i in items], serial=o.serial, priority=o.priority,
                                     timeout_ms=o.timeout_ms, delay_ms=o.delay_ms,
                                     max_attempts=o.max_attempts)
         return [v if not isinstance(v, Verdict) else

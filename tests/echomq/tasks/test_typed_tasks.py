@@ -25,6 +25,7 @@ from echomq import (
     Verdict,
     derive_id,
 )
+from echomq.core.ids import timestamp_ms
 from echomq.tasks import MsgspecSerializer
 from tests.conftest import keys_of
 from tests.echomq.tasks.support import running
@@ -120,7 +121,10 @@ async def test_the_same_business_key_twice_answers_duplicate(conn: Any, qname: s
     first = await checkout.admit(Order(42, ["a"]))
     again = await checkout.admit(Order(42, ["b"]))
     assert (first.verdict, again.verdict) == (Verdict.ENQUEUED, Verdict.DUPLICATE)
-    assert first.id == again.id == derive_id("JOB", "order-42", namespace=checkout.name)
+    assert first.id == again.id  # the refused call's handle is the first job's
+    # The key is the job's dedupe key (docs/decisions/0041); its id is an ordinary one.
+    assert await AsyncQueue(conn, qname).job(first.id) is not None
+    assert timestamp_ms(first.id) > 0 and first.id != derive_id("JOB", "order-42", namespace=checkout.name)
 
 
 async def test_a_lane_or_key_of_none_means_no_lane_and_a_fresh_id(conn: Any, qname: str) -> None:
@@ -133,7 +137,7 @@ async def test_a_lane_or_key_of_none_means_no_lane_and_a_fresh_id(conn: Any, qna
     a, b = await job.admit(None, None), await job.admit(None, None)
     assert (a.verdict, b.verdict) == (Verdict.ENQUEUED, Verdict.ENQUEUED) and a.id != b.id
     c = await job.admit("acme", "r-1")
-    assert c.id == derive_id("JOB", "r-1", namespace=job.name)
+    assert (await job.admit("acme", "r-1")).id == c.id != derive_id("JOB", "r-1", namespace=job.name)
     rows = [await q.job(h.id) for h in (a, c)]
     assert [r.get("lane") if r else "?" for r in rows] == [None, b"acme"]
 
@@ -273,7 +277,8 @@ def test_declaring_refuses_what_cannot_be_typed() -> None:
     with pytest.raises(InvalidArgument, match="names no parameter"):
         app.task(key="nope")(lambda x: x)
     keyed = app.task(key="x", name="keyed")(lambda x: x)
-    assert keyed.prepare((7,), {})[0] == derive_id("JOB", "7", namespace="keyed")
+    window = keyed._prepare((7,), {})[3]
+    assert window is not None and window.key == derive_id("JOB", "7", namespace="keyed")
     with pytest.raises(InvalidArgument, match="priority"):
         app.task(priority=9)
     app.task(name="one")(lambda: None)
