@@ -122,7 +122,7 @@ async def test_the_same_business_key_twice_answers_duplicate(conn: Any, qname: s
     again = await checkout.admit(Order(42, ["b"]))
     assert (first.verdict, again.verdict) == (Verdict.ENQUEUED, Verdict.DUPLICATE)
     assert first.id == again.id  # the refused call's handle is the first job's
-    # The key is the job's dedupe key (docs/decisions/0041); its id is an ordinary one.
+    # The key is the job's dedupe key (docs/decisions/0042); its id is an ordinary one.
     assert await AsyncQueue(conn, qname).job(first.id) is not None
     assert timestamp_ms(first.id) > 0 and first.id != derive_id("JOB", "order-42", namespace=checkout.name)
 
@@ -277,6 +277,7 @@ def test_declaring_refuses_what_cannot_be_typed() -> None:
     with pytest.raises(InvalidArgument, match="names no parameter"):
         app.task(key="nope")(lambda x: x)
     keyed = app.task(key="x", name="keyed")(lambda x: x)
+    assert keyed.prepare((7,), {})[0] == derive_id("JOB", "7", namespace="keyed")  # a flow step's id
     window = keyed._prepare((7,), {})[3]
     assert window is not None and window.key == derive_id("JOB", "7", namespace="keyed")
     with pytest.raises(InvalidArgument, match="priority"):
