@@ -6,6 +6,7 @@ dedupe key chooses the shard. The API behaviour: tests/echomq/_async/test_dedupe
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from echomq import protocol as p
 from echomq.core.bounds import MAX_DEDUPE_KEY, MAX_DEDUPE_MS
 from echomq.core.errors import ProtocolVersionError
 from tests.conftest import keys_of
+from tests.echomq.invariants import assert_consistent
 
 ENTRY_BYTES = 128  # MEMORY USAGE of an entry is at most this plus its key name's length
 # (measured on Valkey 8.1: 96 bytes for emq:{q}:dd:order-42, 288 for a 200-character key)
@@ -96,3 +98,18 @@ async def test_both_modes_are_refused_on_another_major_and_write_nothing(
         with pytest.raises(ProtocolVersionError):
             await q.admit(job, b"2", dedupe_ms=60_000, dedupe_key="k", dedupe_mode=mode)
     assert {k: raw.dump(k) for k in sorted(keys_of(raw, qname))} == before
+
+
+@pytest.mark.parametrize("mode", p.dedupe.MODES)
+async def test_concurrent_admissions_of_one_key_make_one_job(
+        conn: Any, qname: str, raw: redis.Redis, mode: str) -> None:
+    """Twenty admissions in flight at once (debounce's holder changes under most of them:
+    each asks again naming the new holder): one job, every other call refused or merged."""
+    q = AsyncQueue(conn, qname)
+    w = {"dedupe_ms": 60_000, "dedupe_key": "burst", "dedupe_mode": mode}
+    verdicts = await asyncio.gather(*(q.admit(generate("JOB"), b"%d" % i, delay_ms=60_000, **w)
+                                      for i in range(20)))
+    later = Verdict.DUPLICATE if mode == "throttle" else Verdict.REPLACED
+    assert sorted(v.value for v in verdicts) == sorted([Verdict.ENQUEUED.value] + [later.value] * 19)
+    (job,) = assert_consistent(raw, qname)
+    assert raw.get(q.k.dedupe("burst")) == job.encode()
