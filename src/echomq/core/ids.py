@@ -229,7 +229,7 @@ def derive_id(kind: str, key: str, *, namespace: str = "", at_ms: int | None = N
     time part is ``at_ms`` if given (e.g. a schedule's tick), else the key's own when the
     key is a branded id, else 0 (such ids sort before time-ordered ones in a queue's
     admission order: for business keys that must keep FIFO, admit ordinary ids with the
-    key as ``dedupe_key=``, as typed tasks' ``key=`` does, docs/decisions/0042). Different
+    key as ``dedupe_key=``, as typed tasks' ``key=`` does, docs/decisions/0043). Different
     keys collide with probability ~2**-80 per pair.
 
     Raises :class:`~echomq.core.errors.InvalidArgument` (a ValueError) for a kind that is not

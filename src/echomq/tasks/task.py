@@ -17,7 +17,7 @@ giving a business key: the job gets a fresh time-ordered id and the key, as
 (default :data:`KEY_WINDOW_MS`, one hour from admission; ``dedupe_mode`` "throttle" or
 "debounce", :mod:`echomq.protocol.dedupe`), so the same key admitted again in the window
 answers DUPLICATE with the first job's handle, and keyed jobs keep the order of admission
-(docs/decisions/0042); a key of None admits without a window);
+(docs/decisions/0043); a key of None admits without a window);
 ``retry_on`` (exception types that retry; any other exception ends the job dead at once)
 and ``give_up_on`` (exception types that end it dead at once); ``name`` (default
 ``module.qualname``, what travels with the job; a script's functions are named after the
@@ -54,7 +54,7 @@ __all__ = ["KEY_WINDOW_MS", "AdmitOptions", "Task", "TaskCall"]
 
 KEY_WINDOW_MS = 3_600_000
 """How long a task's ``key=`` refuses a second job by default: one hour from admission,
-what the row's retention (``keep_done_ms``) gave before (docs/decisions/0042)."""
+what the row's retention (``keep_done_ms``) gave before (docs/decisions/0043)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -215,14 +215,14 @@ class Task(Generic[P, R]):
         """``(job id, payload, lane)`` of one call; InvalidArgument before any I/O. A keyed
         call's id here is its derived key (``derive_id("JOB", key, namespace=name)``): the
         id a flow step (canvas) admits it under, refused while its row exists; ``admit``
-        gives it a fresh id and the key as its dedupe key instead (docs/decisions/0042)."""
+        gives it a fresh id and the key as its dedupe key instead (docs/decisions/0043)."""
         job_id, payload, lane, window = self._prepare(args, kwargs)
         return (job_id if window is None or window.key is None else window.key), payload, lane
 
     def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]
                  ) -> tuple[str, bytes, str | None, Window | None]:
         """``(job id, payload, lane, dedupe window)`` of one call: a keyed call's window is
-        on its derived key, its id a fresh one (docs/decisions/0042)."""
+        on its derived key, its id a fresh one (docs/decisions/0043)."""
         values = self.sig.bind(args, kwargs)
         key = self._key
         business = None if key is None else key(args, kwargs, values)

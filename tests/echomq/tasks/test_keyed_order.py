@@ -1,4 +1,4 @@
-"""Business-key jobs keep FIFO (issue 28 item 3; docs/decisions/0042): a task's ``key=``
+"""Business-key jobs keep FIFO (issue 28 item 3; docs/decisions/0043): a task's ``key=``
 dedupes through a dedupe window on the key, and the job gets an ordinary time-ordered
 id, so keyed jobs are claimed in the order they were admitted, among other jobs too.
 

@@ -122,7 +122,7 @@ async def test_the_same_business_key_twice_answers_duplicate(conn: Any, qname: s
     again = await checkout.admit(Order(42, ["b"]))
     assert (first.verdict, again.verdict) == (Verdict.ENQUEUED, Verdict.DUPLICATE)
     assert first.id == again.id  # the refused call's handle is the first job's
-    # The key is the job's dedupe key (docs/decisions/0042); its id is an ordinary one.
+    # The key is the job's dedupe key (docs/decisions/0043); its id is an ordinary one.
     assert await AsyncQueue(conn, qname).job(first.id) is not None
     assert timestamp_ms(first.id) > 0 and first.id != derive_id("JOB", "order-42", namespace=checkout.name)
 
