@@ -13,7 +13,9 @@ import sys
 from asyncio.subprocess import PIPE
 from typing import Any
 
-from echomq import App, AsyncQueue, Verdict, generate
+import pytest
+
+from echomq import App, AsyncQueue, InvalidArgument, Verdict, generate
 
 
 def _app(conn: Any, qname: str) -> tuple[App, Any]:
@@ -63,3 +65,21 @@ async def test_a_key_admitted_by_another_process_is_refused_here(
     _, bill = _app(conn, qname)
     mine = await bill.admit("order-42")
     assert (mine.verdict, mine.id) == (Verdict.DUPLICATE, their_id)
+
+
+async def test_a_debounced_task_keeps_the_last_arguments_of_its_key(conn: Any, qname: str) -> None:
+    app = App(connector=conn, queue=qname)
+
+    @app.task(key="user", dedupe_ms=60_000, dedupe_mode="debounce", delay_ms=60_000,
+              name="fifo.sync")
+    async def sync(user: str, n: int) -> None: ...
+
+    first = await sync.admit("u-1", 1)
+    again = await sync.admit("u-1", 2)
+    assert (first.verdict, again.verdict, again.id) == (Verdict.ENQUEUED, Verdict.REPLACED, first.id)
+    row = await AsyncQueue(conn, qname).job(first.id)
+    assert row is not None and sync.decode_values(row["payload"][len(sync._head):]) == ("u-1", 2)
+    with pytest.raises(InvalidArgument, match="need key="):
+        app.task(dedupe_ms=10, name="nokey")(lambda: None)
+    with pytest.raises(InvalidArgument, match="dedupe_mode"):
+        app.task(key="x", dedupe_mode="latest", name="badmode")(lambda x: x)
