@@ -209,9 +209,10 @@ class ShardedMachine(QueueMachine):
     # The ops below replace the machine's own of the same name (its registry dispatches by
     # name, with the parameters drawn as it declares them).
     def enqueue_many(self, data: st.DataObject, new: int, lane: str | None) -> None:
-        """As on one queue, with known ids resent with their own lane (a resend's)."""
+        """As on one queue, with known ids resent with any lane: one job per id across the
+        shards whatever its lane (decision 0040; before, another lane's shard admitted it)."""
         fresh = [self.generate("JOB") for _ in range(new)]
-        known = sorted(i for i, j in self.ref.jobs.items() if j.lane == lane)
+        known = sorted(self.ref.jobs)
         again = data.draw(st.lists(st.sampled_from(known), max_size=2) if known else st.just([]))
         items = data.draw(st.permutations([*fresh, fresh[0], *again]))
         wrong = self.generate("ORD")
@@ -233,6 +234,9 @@ class ShardedMachine(QueueMachine):
         if lane is None:
             assert self.q.enqueue(jid, b"other") is Verdict.DUPLICATE
         assert self.q.admit(jid, b"other", lane=lane, delay_ms=LONG) is Verdict.DUPLICATE
+        other = data.draw(st.sampled_from([None, "g", "f", "s", "elsewhere"]))
+        self.ref.seen["duplicate with another lane"] += other != lane
+        assert self.q.admit(jid, b"other", lane=other) is Verdict.DUPLICATE  # decision 0040
 
     def settle(self, data: st.DataObject, count: int, short: bool, window: int) -> None:
         """A shard consumer's drain flush (ShardedConsumer runs one per shard)."""

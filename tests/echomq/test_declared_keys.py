@@ -24,6 +24,7 @@ from echomq.client.registry import Registration
 from echomq.protocol import Call, QueueKeys, heartbeat, trace_attach
 from echomq.protocol.flows import flow_hold, member
 from echomq.protocol.gate import RateLimit
+from echomq.protocol.reservations import decode_reservation, reserve
 from echomq.protocol.resharding import import_row, rows_exist, unload_row
 from echomq.protocol.schedules import Schedule
 from echomq.protocol.scripts import Script, bundle, parse
@@ -164,6 +165,12 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     assert await c.run(import_row(mk, done, "done", 1.5e12, False, {"state": b"done"})) == 1
     assert await c.run(rows_exist(mk, [held, done, generate("JOB")])) == [1, 1, 0]
     assert await c.run(unload_row(mk, held)) == 1
+    # A sharded queue's reservation (decision 0040): reserved, taken over, freed.
+    rid = generate("JOB")
+    first = decode_reservation(await c.run(reserve(mk, rid, "s1")))
+    assert first.verdict == "reserved"
+    assert decode_reservation(await c.run(reserve(mk, rid, "", owner="s1", at=first.at))).verdict \
+        == "free"
     # A flow (decision 0038): children end by complete, complete_batch, retry to dead, reap
     # to dead and cancel; the relay settles and acks; the repair tombstones and drops.
     fq = AsyncQueue(c, qname + "-f", options=QueueOptions(max_attempts=1))  # type: ignore[arg-type]

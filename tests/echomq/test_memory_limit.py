@@ -56,7 +56,8 @@ READS = {"browse", "info", "peek", "pending_size", "row", "search", "search_rows
 MOVES = {"import_row"}  # copies a row between shards in a reshard: deny-oom, like admission
 ANNOTATIONS = {"trace_attach",  # adds a field to an existing row: deny-oom, adds no job
                "park",  # one bounded registration per idle consumer (decision 0018): deny-oom
-               "progress"}  # one bounded field on an existing active row (decision 0023): deny-oom
+               "progress",  # one bounded field on an existing active row (decision 0023): deny-oom
+               "reserve"}  # a sharded id's reservation row, no job (decision 0040): deny-oom
 PAYLOAD = b"x" * 1024
 
 

@@ -62,13 +62,15 @@ _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slot
 # Per role: (scripts it runs, plain commands it sends, whether its scripts publish wake-ups).
 _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
     "producer": (("fence", "admit", "enqueue", "enqueue_batch", "row", "trace_attach",  # + flows:
-                  "flow_hold", "flow_admit", "flow_start",  # admit_flow (decision 0038); results:
-                  "throttle", "debounce"),  # dedupe windows (issue 28 item 2)
+                  "flow_hold", "flow_admit", "flow_start",  # admit_flow (decision 0038)
+                  "throttle", "debounce",  # dedupe windows (issue 28 item 2)
+                  "reserve"),  # a sharded queue's laned admission (decision 0040); results:
                  ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
     "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
                 "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",
                 "schedule", "admit", "row", "trace_attach",  # admit: a schedule's tick admits its job
-                "flow_parent", "flow_child", "flow_start"),  # flow relay, repair (decision 0038)
+                "flow_parent", "flow_child", "flow_start",  # flow relay, repair (decision 0038)
+                "reserve"),  # a schedule's tick onto a sharded queue (decision 0040)
                ("zrange", "set", "ssubscribe", "sunsubscribe", "info", "hgetall", "wait", "hscan",
                 "zrangebyscore"), True),
     "dashboard": (("fence", "stats", "browse", "info", "pending_size", "peek", "row", "requeue",

@@ -83,12 +83,14 @@ def import_row(k: QueueKeys, job_id: str, state: str, score: float, held: bool,
                  "1" if held else "0", *fields])
 
 
-_UNLOAD = layout("unload_row", ("job", "pending", "delayed", "done", "dead", "inflight"), ("id",))
+_UNLOAD = layout("unload_row", ("job", "pending", "delayed", "done", "dead", "inflight"),
+                 ("id", "only"))
 
 
-def unload_row(k: QueueKeys, job_id: str) -> Call:
+def unload_row(k: QueueKeys, job_id: str, only: str = "") -> Call:
+    """Remove ``job_id``'s row from retired shard ``k`` (only a row in state ``only``, if given)."""
     return Call(_UNLOAD, [k.job(job_id), k.pending, k.delayed, k.done, k.dead, k.inflight],
-                [job_id])
+                [job_id, only])
 
 
 _EXIST = layout("rows_exist", ("meta", "jobs"), ("ids",))

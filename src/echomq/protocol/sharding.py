@@ -12,9 +12,10 @@ primary ``i*P // N``: consecutive shards sit side by side, so 3 shards on 3 prim
 on 3 different nodes (tests/echomq/test_sharding.py checks it on the local cluster).
 
 A job's shard is a function of its lane when it has one (so a lane's jobs, and a serial
-lane's order, stay in one shard), else of its id: ``crc16(key) % N``. Admission dedupes
-per shard, so a resent id is a DUPLICATE when it comes with the same lane (as every
-resend does); the same id with another lane may land in another shard.
+lane's order, stay in one shard), else of its id: ``crc16(key) % N``. An id is one job
+across the shards whatever lane it carries: a laned admission whose shard is not the id's
+own (its *home*) first reserves the id there (:mod:`echomq.protocol.reservations`,
+decision 0040).
 
 Changing N is online (:func:`echomq.client._async.reshard.reshard`, decision 0032): a new
 layout has a new epoch (shards ``q#i/N@epoch``); the old shards' meta records

@@ -12,8 +12,9 @@
    every script there is refused from now on (a client still on ``L`` learns the new
    layout from that refusal and retries: nothing was written); then each pending and
    delayed job is copied into its shard of ``L'`` (``import_row``: placed as an admission
-   places it, a serial lane's hold kept) and only then removed from ``L``
-   (``unload_row``). Admissions wait during this step only.
+   places it, a serial lane's hold kept; a laned job away from its id's new home is
+   reserved there, decision 0040) and only then removed from ``L`` (``unload_row``).
+   Admissions wait during this step only.
 3. **Switch** (one ``HSET``): ``count = M``, ``epoch = e + 1``, ``from = N:e``. Clients
    and consumers follow ``L'``. An admission first asks ``L``'s shards whether the id has
    a row there (``rows_exist``): one job per id across both layouts.
@@ -42,6 +43,8 @@ from echomq.core.model import QueueOptions
 from echomq.protocol import keyspace
 from echomq.protocol.decoders import text
 from echomq.protocol.gate import RateLimit
+from echomq.protocol.keyspace import QueueKeys
+from echomq.protocol.reservations import RESERVED, reserve
 from echomq.protocol.resharding import Record, import_row, parse_record, unload_row
 from echomq.protocol.shard_limits import MARGIN_MS, check_budget, split
 from echomq.protocol.sharding import RETIRED, ShardLayout, record_key, retired_marker
@@ -163,31 +166,37 @@ class _Mover:
                         break
                     await self.renew()
                     moved += await self._move_page(shard, new, target, state,
-                                                   [(text(i), float(sc)) for i, sc in page])
+                                                   [(text(i), float(sc)) for i, sc in page], source)
                 if limit is not None and moved >= limit:
                     return moved
         return moved
 
     async def _move_page(self, shard: AsyncQueue, new: list[AsyncQueue], target: ShardLayout,
-                         state: str, page: list[tuple[str, float]]) -> int:
+                         state: str, page: list[tuple[str, float]], source: ShardLayout) -> int:
         """One page: every row read in one round trip, imported (pipelined), and only the
         rows whose import answered removed from the old shard (pipelined)."""
         reads: list[Any] = [("HGETALL", shard.job_key(i)) for i, _ in page]
         *flat, holders = await self._reads(shard, [*reads, ("HGETALL", shard.keys["inflight"])])
         held = {k: text(v) for k, v in _fields(holders).items()}
-        imports, ids = [], []
+        imports, ids, unloads = [], [], []
         for (job_id, score), raw in zip(page, flat, strict=True):
             row = _fields(raw)
             if row:
                 lane = text(row["lane"]) if "lane" in row else None
+                was = source.index(job_id)
+                if shard.name != source.names[was]:  # its reservation in the old layout goes too
+                    unloads.append(unload_row(QueueKeys.of(source.names[was]), job_id, RESERVED))
                 dest = new[target.index(job_id, lane)]
                 imports.append(import_row(dest.k, job_id, state, score,
                                           lane is not None and held.get(lane) == job_id, row))
+                home = new[target.index(job_id)]
+                if home is not dest:  # one job per id in the new layout too (decision 0040)
+                    imports.append(reserve(home.k, job_id, dest.name))
             ids.append(job_id)
         for reply in await self.conn.pipeline(imports) if imports else []:
             if isinstance(reply, BaseException):
                 raise reply  # nothing of this page is removed before every import landed
-        await self.conn.pipeline([unload_row(shard.k, i) for i in ids])
+        await self.conn.pipeline([unload_row(shard.k, i) for i in ids] + unloads)
         return len(ids)
 
     async def _reads(self, shard: AsyncQueue, reads: list[Any]) -> list[Any]:

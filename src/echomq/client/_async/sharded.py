@@ -4,7 +4,9 @@ Every call is one or more calls of the shards' own :class:`AsyncQueue`, so every
 transition stays one script in one slot with its guarantees; this module only routes
 and merges (echomq.protocol.sharding has the layout, docs/decisions/0020-sharded-queues.md why):
 
-* admission goes to the job's shard (by lane, else by id); ``enqueue_many`` and
+* admission goes to the job's shard (by lane, else by id), one job per id whatever its
+  lane (a laned job away from its id's home shard is reserved there first:
+  :mod:`echomq.client._async.reservations`, decision 0040); ``enqueue_many`` and
   ``admit_many`` group the items by shard, pipeline each group (the groups run at once),
   and put every verdict back in input order; a shard that cannot be reached gives its
   items their typed error and the other shards' items keep theirs;
@@ -21,7 +23,6 @@ The shard count is checked against the queue's record before the first call
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -31,6 +32,12 @@ from echomq import protocol as p
 from echomq.client._async.cluster import AsyncClusterConnector
 from echomq.client._async.connector import AsyncConnector
 from echomq.client._async.queue import AsyncQueue
+from echomq.client._async.reservations import (
+    admit_one,
+    recheck_many,
+    release_many,
+    reserve_many,
+)
 from echomq.client._async.sharded_base import AsyncShardedBase
 from echomq.client._fan import fan_out_async, fan_out_each_async
 from echomq.core.errors import (
@@ -55,6 +62,7 @@ from echomq.core.model import (
 from echomq.protocol import STATES, Bulk
 from echomq.protocol.decoders import text
 from echomq.protocol.gate import Gate, RateLimit
+from echomq.protocol.reservations import RESERVED, WINDOW_MS
 from echomq.protocol.sharding import (
     RETIRED,
     refusals,
@@ -63,8 +71,6 @@ from echomq.protocol.sharding import (
 
 T = TypeVar("T")
 RESULT_SLICE_S = 1.0  # a result waiter looks for its job's shard again this often
-_SHARD_TAIL = re.compile(r"\d+/\d+(@\d+)?(~\d+)?")  # what ShardLayout puts after "name#"
-FOLLOW_S = 30.0  # how long a call refused by a retired shard waits for the new layout
 
 
 def _first(item: Any) -> object:
@@ -74,6 +80,11 @@ def _first(item: Any) -> object:
         return None
 
 __all__ = ["AsyncShardedQueue"]
+
+
+def _a_job(row: dict[str, Any] | None) -> bool:
+    """A job's row (not None, not a reservation: decision 0040)."""
+    return row is not None and text(row.get("state", b"")) != RESERVED
 
 
 def _int(value: object) -> int:
@@ -86,9 +97,10 @@ class AsyncShardedQueue(AsyncShardedBase):
 
     def __init__(
         self, connector: AsyncConnector | AsyncClusterConnector, name: str, *, shards: int,
-        options: QueueOptions | None = None,
+        options: QueueOptions | None = None, reserve_window_ms: int = WINDOW_MS,
     ) -> None:
-        super().__init__(connector, name, shards=shards, options=options)
+        super().__init__(connector, name, shards=shards, options=options,
+                         reserve_window_ms=reserve_window_ms)
         self._turn = 0
 
     # ----------------------------------------------------------------- layout
@@ -108,7 +120,7 @@ class AsyncShardedQueue(AsyncShardedBase):
         async def op() -> Verdict:
             if job_id in await self._in_old([job_id]):
                 return Verdict.DUPLICATE
-            return await self.shard_for(job_id).enqueue(job_id, payload)
+            return await admit_one(self, job_id, None, lambda s: s.enqueue(job_id, payload))
         return await self._following(op)
 
     async def admit(
@@ -134,10 +146,14 @@ class AsyncShardedQueue(AsyncShardedBase):
         async def op() -> Verdict:
             if job_id in await self._in_old([job_id]):
                 return Verdict.DUPLICATE
-            return await self.shard_for(job_id, route).admit(
+            # Its typed error before the reservation (decision 0040) writes anything:
+            self.shard_for(job_id, route).admission.call(
+                job_id, payload, lane, delay_ms, serial, max_attempts, priority, timeout_ms,
+                window)
+            return await admit_one(self, job_id, route, lambda s: s.admit(
                 job_id, payload, lane=lane, delay_ms=delay_ms, serial=serial,
                 max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms,
-                dedupe_ms=dedupe_ms, dedupe_key=dedupe_key, dedupe_mode=dedupe_mode)
+                dedupe_ms=dedupe_ms, dedupe_key=dedupe_key, dedupe_mode=dedupe_mode))
         return await self._following(op)
 
     def _group(self, items: list[Any], width: int, out: list[Verdict | EchoMQError],
@@ -165,10 +181,16 @@ class AsyncShardedQueue(AsyncShardedBase):
         await self._ready()
         out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(items)
         todo = list(range(len(items)))
+        made: dict[int, Any] = {}  # the reservations this call made (decision 0040)
         while todo:
             ids = [_first(items[i]) for i in todo]
             known = await self._in_old([i for i in ids if isinstance(i, str)])
             todo = [i for i, job in zip(todo, ids, strict=True) if job not in known]
+            todo, retired = await reserve_many(self, items, todo, partial(
+                self._check, items, serial), out, made)  # one job per id (decision 0040)
+            if retired is not None:
+                await self._follow(retired)
+                continue
             groups = self._group(items, width, out, todo)
             sends = [partial(self.shards[s].enqueue_many, [items[i] for i in where])
                      if width == 2 else
@@ -187,7 +209,22 @@ class AsyncShardedQueue(AsyncShardedBase):
                     out[i] = verdict
             if retired is not None:
                 await self._follow(retired)
+        await release_many(self, items, out, made)
+        await recheck_many(self, items, out, lambda shard, item: self._send_one(
+            shard, item, width, serial))
         return out
+
+    def _check(self, items: list[Any], serial: bool, i: int) -> None:
+        """The typed error item ``i`` would get from its shard's admission, if any."""
+        job_id, payload, lane = items[i]
+        self.shard_for(job_id, lane).admission.call(job_id, payload, lane, 0, serial, None, 0,
+                                                    None)
+
+    async def _send_one(self, shard: AsyncQueue, item: Any, width: int,
+                        serial: bool) -> Verdict | EchoMQError:
+        got = await (shard.enqueue_many([item]) if width == 2 else
+                     shard.admit_many([item], serial=serial))
+        return got[0]
 
     async def enqueue_many(
         self, pairs: Iterable[tuple[str, bytes]]
@@ -265,11 +302,12 @@ class AsyncShardedQueue(AsyncShardedBase):
         """The row of one job (asked of every shard: its lane, which chose it, is unknown)."""
         self.shards[0].job_key(job_id)  # InvalidJobId before any I/O
         rows: list[dict[str, bytes] | None] = await self._each("job", job_id)
-        found = next((r for r in rows if r is not None), None)
+        found = next((r for r in rows if _a_job(r)), None)
         for shard in self.old if found is None else []:  # still in a retired layout
             raw = await self.connector.command("HGETALL", shard.job_key(job_id))
-            if raw:
-                return {text(k): v for k, v in raw.items()}
+            row: dict[str, bytes] = {text(k): v for k, v in (raw or {}).items()}
+            if _a_job(row) and row:
+                return row
         return found
 
     # ------------------------------------------------------------------ upkeep
@@ -313,7 +351,7 @@ class AsyncShardedQueue(AsyncShardedBase):
         self.shards[0].job_key(job_id)
         rows: list[dict[str, bytes] | None] = await self._each("job", job_id)
         for shard, row in zip(self.shards, rows, strict=True):
-            if row is not None:
+            if _a_job(row):
                 return shard
         raise JobNotFound(f"no job {job_id}: never admitted, or its row is gone", job_id=job_id)
 

@@ -24,10 +24,12 @@ from echomq.client._async.connector import AsyncConnector
 from echomq.client._async.queue import AsyncQueue
 from echomq.client._fan import fan_out_async, fan_out_each_async
 from echomq.core import ids as branded
+from echomq.core.bounds import check_int
 from echomq.core.errors import EchoMQError, InvalidArgument, ShardCountMismatch
 from echomq.core.model import Lease, QueueOptions
 from echomq.protocol import keyspace
 from echomq.protocol.decoders import text
+from echomq.protocol.reservations import WINDOW_MS
 from echomq.protocol.resharding import Record, parse_record, rows_exist
 from echomq.protocol.sharding import (
     RETIRED,
@@ -50,9 +52,11 @@ class AsyncShardedBase:
 
     def __init__(
         self, connector: AsyncConnector | AsyncClusterConnector, name: str, *, shards: int,
-        options: QueueOptions | None = None,
+        options: QueueOptions | None = None, reserve_window_ms: int = WINDOW_MS,
     ) -> None:
         self.layout = ShardLayout(name, shards)
+        # A reservation younger than this is left to its admission (decision 0040).
+        self.reserve_window_ms = check_int("reserve_window_ms", reserve_window_ms, 0, 86_400_000)
         self.connector = connector
         self.name = name
         self.shards = [AsyncQueue(connector, sub, options=options) for sub in self.layout.names]

@@ -11,11 +11,15 @@
 -- KEYS[5] dead: emq:{q}:dead
 -- KEYS[6] inflight: emq:{q}:inflight
 -- ARGV[1] id: the branded job id
--- RETURNS: 1 removed | 0 there was no such row
+-- ARGV[2] only: '' removes the row whatever it holds; a state (the mover passes 'reserved',
+--   for the moved job's reservation in the old layout, decision 0040) removes only a row
+--   in that state
+-- RETURNS: 1 removed | 0 there was no such row (or not in state only)
 -- ERRORS: EMQKEYS keys not this id's queue; nothing written
 -- @include shape
-local bad = shape({'job:' .. (ARGV[1] or ''), 'pending', 'delayed', 'done', 'dead', 'inflight'}, 1)
+local bad = shape({'job:' .. (ARGV[1] or ''), 'pending', 'delayed', 'done', 'dead', 'inflight'}, 2)
 if bad then return bad end
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[2] then return 0 end
 local lane = redis.call('HGET', KEYS[1], 'lane')
 if lane and redis.call('HGET', KEYS[6], lane) == ARGV[1] then redis.call('HDEL', KEYS[6], lane) end
 for i = 2, 5 do redis.call('ZREM', KEYS[i], ARGV[1]) end
