@@ -1,5 +1,5 @@
 """Kill -9 a notifier at each point of a send: no note is ever lost, and one is repeated only
-where the kill fell while its request was out (docs/decisions/0041: at least once, since
+where the kill fell while its request was out (docs/decisions/0042: at least once, since
 Telegram has no idempotency key). Killed before the request leaves: sent once, by the
 re-run. Killed mid-request (the Bot API got it, its answer held): sent again by the re-run,
 the one duplicate the guarantee allows. Killed after Telegram's answer was recorded, before

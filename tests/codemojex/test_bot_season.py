@@ -11,7 +11,7 @@ Counted at the stand-in, where Telegram would count: never more than 30 sends in
 window, nor more than 1 to a chat; every command answered (each answer quotes the message
 it answers); every round settled and every player who guessed told, with the revealed
 secret; a message sent twice only where a kill -9 fell while its request was out (at least
-once, docs/decisions/0041). From the books: one series (every round of it, none of another, never
+once, docs/decisions/0042). From the books: one series (every round of it, none of another, never
 two open at once), balances after each restart equal to those before it plus what moved
 since (nothing reset, nothing lost), and the audit clean.
 
@@ -264,7 +264,7 @@ def _counted_at_the_stand_in(api: StandIn, chats: Chats, ids: list[int], expecte
              "sends": [(r.at, r.chat_id, r.status, r.text[:20], r.reply_to) for r in sends]}))
     assert peak <= 30, figures.line()
     assert per_chat <= 1, figures.line()
-    # At least once, with no allowance (decision 0041): every command answered, every
+    # At least once, with no allowance (decision 0042): every command answered, every
     # player told; a message repeated only where its first copy reached the Bot API
     # before a kill -9 and the next after it (its request was out when the bot died).
     kills = [at for name, at in events if name.startswith("kill")]

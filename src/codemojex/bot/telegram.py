@@ -17,7 +17,7 @@ any other API error (400 …)            Failed → backoff, dead at the failure
 =====================================  ==========================================
 
 A note is sent **at least once**, across a crash mid-send included
-(docs/decisions/0041-notices-at-least-once.md): Telegram has no idempotency key, so a
+(docs/decisions/0042-notices-at-least-once.md): Telegram has no idempotency key, so a
 crash between a request leaving and its answer being recorded cannot know whether the user
 saw the message, and the bot chooses to send it again rather than risk a payout or a
 round's result never reaching a player. After Telegram's 200 the delivery writes the
