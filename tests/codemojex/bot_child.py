@@ -7,6 +7,7 @@ Environment: ``CMX_VALKEY_URL``, ``CMX_QUEUE``, ``CMX_API_BASE``, ``CMX_TOKEN``,
 
 * ``plain``: an ordinary notifier (the test kills it while the stand-in holds a send).
 * ``after-send``: dies by SIGKILL right after the first delivery returned, before the ack.
+* ``before-send``: dies by SIGKILL as its first request would leave (every check done).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ async def main(mode: str) -> None:
     bot = make_bot(env["CMX_TOKEN"], env["CMX_API_BASE"])
     delivery = TelegramDelivery(bot, BotState(connector, opts.namespace))
     worker = NotifyWorker(delivery)
+    if mode == "before-send":
+        async def die(**_: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        bot.send_message = die  # type: ignore[method-assign]
 
     async def handler(lease: Lease) -> Outcome:
         outcome = await worker.handle(lease)

@@ -4,8 +4,8 @@ script), its servers in its data directory, and what the stand-in saw, counted."
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
-import re
 import signal
 import sys
 import time
@@ -47,9 +47,13 @@ def _ordinary_priority() -> None:
 class BotProcess:
     """``codemojex bot --token T --api-base <stand-in> --data DIR …`` as a subprocess."""
 
-    def __init__(self, api: StandIn, data: Path, log: Path, *extra: str) -> None:
+    def __init__(self, api: StandIn, data: Path, log: Path, *extra: str,
+                 servers: dict[str, str] | None = None) -> None:
+        """``servers``: ``ECHOMQ_URL`` / ``CODEMOJEX_DATABASE_URL`` to run on (default: the
+        bot's own embedded servers in ``data``)."""
         self.api, self.data, self.log = api, data, log
         self.extra = extra
+        self.servers = dict(servers or {})
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
 
@@ -61,7 +65,7 @@ class BotProcess:
             out.flush()
             self.proc = await asyncio.create_subprocess_exec(
                 CODEMOJEX, "bot", "--token", self.api.token, "--api-base", self.api.base,
-                "--data", str(self.data), "-v", *self.extra, cwd=ROOT, env=env(), stdout=out,
+                "--data", str(self.data), "-v", *self.extra, cwd=ROOT, env=env() | self.servers, stdout=out,
                 stderr=asyncio.subprocess.STDOUT, preexec_fn=_ordinary_priority)
         self.starts += 1
         deadline = time.monotonic() + ready_timeout_s
@@ -94,20 +98,23 @@ class BotProcess:
             raise AssertionError(f"the bot did not stop on SIGTERM:\n{self.tail()}") from None
 
 
-def pg_uri(data: Path) -> str:
-    """The URL of the PostgreSQL running on ``data``'s embedded data directory."""
+def pg_uri(data: Path | str) -> str:
+    """The URL of the PostgreSQL running on ``data``'s embedded data directory (a URL
+    given instead is the bot's external database: returned as it is)."""
+    if isinstance(data, str):
+        return data
     info = PostmasterInfo.read_from_pgdata(DataDir(data).pg_dir)
     assert info is not None and info.is_running(), "the bot's PostgreSQL is not running"
     return str(info.get_uri())
 
 
 @asynccontextmanager
-async def bot_database(data: Path, *, bot_running: bool = True) -> AsyncIterator[AsyncConnectionPool]:
+async def bot_database(data: Path | str, *, bot_running: bool = True) -> AsyncIterator[AsyncConnectionPool]:
     """A pool on the bot's database: on its running server, or (the bot down) on a server
     started here on the same data directory (after stopping what the dead bot left) and
     stopped afterwards."""
     server = None
-    if bot_running:
+    if bot_running or isinstance(data, str):
         url = pg_uri(data)
     else:
         await asyncio.to_thread(DataDir(data).stop_orphans)
@@ -122,7 +129,7 @@ async def bot_database(data: Path, *, bot_running: bool = True) -> AsyncIterator
             await asyncio.to_thread(server.stop)
 
 
-async def round_reached(data: Path, k: int, *, guesses: int, near_close_s: float) -> bool:
+async def round_reached(data: Path | str, k: int, *, guesses: int, near_close_s: float) -> bool:
     """Whether the bot's series has reached round ``k`` far enough for the next fault: a
     later round is open, or round ``k`` is open with ``guesses`` guesses charged in it or
     less than ``near_close_s`` left. Rounds move only while the bot runs, so faults tied to
@@ -273,9 +280,16 @@ async def scrape_metrics(bot: BotProcess) -> dict[str, float]:
     return out
 
 
-def not_sent_again(log_text: str) -> Counter[int]:
-    """chat -> how many of its notes the bot left unsent after a kill -9: a note whose send
-    marker was taken before the kill is not sent again (decision 0039: at most once, since
-    Telegram has no idempotency key), and the bot logs each one."""
-    return Counter(int(m) for m in re.findall(r"note \S+ to chat (-?\d+): its send marker was taken "
-                                              r"before; not sent again", log_text))
+def repeated_messages(requests: list[Received]) -> dict[tuple[int, str, int], list[float]]:
+    """(chat, text, quoted message) -> arrival times, for every message the stand-in
+    accepted (200) more than once."""
+    seen: dict[tuple[int, str, int], list[float]] = defaultdict(list)
+    for r in requests:
+        if r.status == 200:
+            seen[(r.chat_id, r.text, r.reply_to)].append(r.at)
+    return {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def straddles_a_kill(times: list[float], kills: list[float]) -> bool:
+    """Each copy after the first arrived after a kill -9 its previous copy arrived before."""
+    return all(any(a <= k < b for k in kills) for a, b in itertools.pairwise(sorted(times)))

@@ -1,7 +1,9 @@
-"""Kill -9 a notifier mid-send: the message that reached the Bot API is not sent again when
-the job re-runs after the lease expired (the send marker is taken before the request
-leaves: at most once across a crash, docs/decisions/0039), and a notifier killed after
-the send but before the ack does not send again either."""
+"""Kill -9 a notifier at each point of a send: no note is ever lost, and one is repeated only
+where the kill fell while its request was out (docs/decisions/0042: at least once, since
+Telegram has no idempotency key). Killed before the request leaves: sent once, by the
+re-run. Killed mid-request (the Bot API got it, its answer held): sent again by the re-run,
+the one duplicate the guarantee allows. Killed after Telegram's answer was recorded, before
+the ack: not sent again."""
 
 from __future__ import annotations
 
@@ -66,7 +68,30 @@ async def _admit(services: Services, chat: int, text: str) -> str:
     return note_id
 
 
-async def test_a_notifier_killed_mid_send_does_not_send_it_again(services: Services, valkey_url: str) -> None:
+async def test_a_notifier_killed_before_the_request_leaves_loses_nothing(
+        services: Services, valkey_url: str) -> None:
+    """The old loss window (a marker taken, the request not yet out): the re-run sends it."""
+    chat = user_id()
+    async with StandIn() as api:
+        note_id = await _admit(services, chat, "before-send")
+        child = await _child("before-send", api, services, valkey_url)
+        try:
+            await asyncio.wait_for(child.wait(), CHILD_START_S)
+        finally:
+            if child.returncode is None:
+                child.send_signal(signal.SIGKILL)
+                await child.wait()
+        assert child.returncode == -signal.SIGKILL  # it killed itself as its request would leave
+        assert api.requests == []  # nothing reached the Bot API
+        row = await services.notifications.job(note_id)
+        assert row is not None and row["state"] == b"active"
+        await _drain_in_process(api, services, note_id)
+        assert [r.text for r in api.requests] == ["before-send"]  # the user saw it, once
+        row = await services.notifications.job(note_id)
+        assert row is not None and row["attempts"] == b"2"
+
+
+async def test_a_notifier_killed_mid_send_sends_it_again(services: Services, valkey_url: str) -> None:
     chat = user_id()
     async with StandIn() as api:
         api.hold()  # the send arrives, its answer never leaves while the child lives
@@ -83,7 +108,8 @@ async def test_a_notifier_killed_mid_send_does_not_send_it_again(services: Servi
         row = await services.notifications.job(note_id)
         assert row is not None and row["state"] == b"active"  # never acked
         await _drain_in_process(api, services, note_id)
-        assert [r.text for r in api.requests] == ["mid-send"]  # the user saw it once
+        # Whether the user saw the first request is unknown to the bot: it sends again.
+        assert [r.text for r in api.requests] == ["mid-send", "mid-send"]
         row = await services.notifications.job(note_id)
         assert row is not None and row["attempts"] == b"2"  # it did run again, and acked
 

@@ -16,16 +16,20 @@ the rate budget says "not yet"        never reaches the handler: the claim gate 
 any other API error (400 …)            Failed → backoff, dead at the failure limit
 =====================================  ==========================================
 
-A message is sent at most once per note, even across a crash mid-send
-(docs/decisions/0039-one-way-to-run-the-bot.md): before its request leaves, the delivery
-takes the note's *send marker* (``SET cm:bot:{<ns>}:sent:<id> NX``, kept one hour).
-A re-run that finds the marker taken (the notifier died after taking it: mid-request, or
-after Telegram's answer and before the ack) acks without sending. An answer that settles
-it (429, 5xx, 400, a network error) gives the marker back so the note is retried. So a
-kill -9 never repeats a message the user saw; it loses one only if it lands between the
-marker's write and the request leaving the process (a few microseconds of one task),
-where before it repeated every message in flight (one HTTP round trip each; the season
-test's kill -9 repeated 7-10 answers).
+A note is sent **at least once**, across a crash mid-send included
+(docs/decisions/0042-notices-at-least-once.md): Telegram has no idempotency key, so a
+crash between a request leaving and its answer being recorded cannot know whether the user
+saw the message, and the bot chooses to send it again rather than risk a payout or a
+round's result never reaching a player. After Telegram's 200 the delivery writes the
+note's *send record* (``SET cm:bot:{<ns>}:sent:<id>``, kept one hour, in the bot's Valkey
+beside the note's job, which syncs every write), then the consumer acks the job. A re-run
+of a note whose record exists (the notifier died between the record and the ack) acks
+without sending; a re-run of one with no record (died before the request, during it, or
+after the answer and before the record) sends it. So a kill -9 loses no message; it
+repeats only a message whose request had left and whose record had not been written (one
+HTTP round trip of each task in flight). Decision 0039 took the other side (a marker
+before the request: never twice, but a note lost if the kill fell between the marker and
+the request); it is superseded.
 """
 
 from __future__ import annotations
@@ -116,13 +120,13 @@ class BotState:
         """The user wrote to the bot again, so it may answer again."""
         await self.connector.command("SREM", self.blocked_key, chat_id)
 
-    async def claim_send(self, note_id: str) -> bool:
-        """Take the note's send marker; False if taken before (sent, or a send died)."""
-        return bool(await self.connector.command("SET", self._sent + note_id, 1, "NX", "EX", SENT_TTL_S))
+    async def was_sent(self, note_id: str) -> bool:
+        """Whether Telegram accepted this note before (its send record exists)."""
+        return bool(await self.connector.command("EXISTS", self._sent + note_id))
 
-    async def release_send(self, note_id: str) -> None:
-        """Give the marker back: the send was answered with a failure, it may be retried."""
-        await self.connector.command("DEL", self._sent + note_id)
+    async def record_sent(self, note_id: str) -> None:
+        """Write the note's send record: Telegram answered 200 (kept ``SENT_TTL_S``)."""
+        await self.connector.command("SET", self._sent + note_id, 1, "EX", SENT_TTL_S)
 
 
 class ServerClock:
@@ -204,7 +208,7 @@ class TelegramDelivery:
         self.sent = 0
         self.stale = 0  # leases not used: they had waited past ``stale_ms``
         self.skipped = 0  # notes for players without a Telegram chat, or blocked chats
-        self.not_repeated = 0  # re-runs of a note whose send marker was taken: not sent again
+        self.not_repeated = 0  # re-runs of a note whose send record exists: not sent again
         self.stale_ms = stale_ms
         self.lease_ms = lease_ms
         self.clock = ServerClock(state.connector)
@@ -252,17 +256,15 @@ class TelegramDelivery:
                 self.skipped += 1
                 return Delivered()
             said = written
-        if not await self.state.claim_send(note_id):
+        if await self.state.was_sent(note_id):
             self.not_repeated += 1
-            log.info("note %s to chat %s: its send marker was taken before; not sent again", note_id, chat)
-            return Delivered()  # sent before, or a send that died mid-request: never twice
+            log.info("note %s to chat %s: sent before (its record exists); not sent again", note_id, chat)
+            return Delivered()  # the notifier died after the record, before the ack
         # The last checks come last: nothing but the request itself between them and Telegram.
         if await self._stale():
-            await self._release(note_id)
             return RateLimited(1)  # its token is spent unused; the next lease is fresh
         if self.local is not None and (wait := self.local.wait_s(chat, time.monotonic())) > 0:
             self.held_locally += 1
-            await self._release(note_id)
             return RateLimited(max(1, int(wait * 1000)))
         # The budget was spent by the lease this handler runs under. A 429 is not sent again
         # in place (that request would take no token): the note is deferred, and its next
@@ -275,21 +277,17 @@ class TelegramDelivery:
                                         reply_parameters=quote, request_timeout=SEND_TIMEOUT_S)
         except TelegramRetryAfter as exc:
             self.retried_after += 1
-            await self._release(note_id)
             return RateLimited(max(1, exc.retry_after) * 1000)
         except TelegramForbiddenError:
             log.info("chat %s blocked the bot; its notes are dropped until it writes again", chat)
             await self.state.block(chat)
             return Delivered()
         except TelegramAPIError as exc:  # 5xx, network, timeout, 400 …: a failure, backed off
-            await self._release(note_id)
             return Failed(f"{type(exc).__name__}: {exc}"[:500], retry_ms=self._backoff_ms(note_id))
         self.sent += 1
         self._failures.pop(note_id, None)
-        return Delivered()
-
-    async def _release(self, note_id: str) -> None:
         try:
-            await self.state.release_send(note_id)
-        except Exception as exc:  # the marker stays: the note is acked unsent on its re-run
-            log.warning("could not release the send marker of %s (%r)", note_id, exc)
+            await self.state.record_sent(note_id)
+        except Exception as exc:  # the ack (same Valkey) records it too; a re-run would repeat it
+            log.warning("note %s sent, its send record not written (%r)", note_id, exc)
+        return Delivered()
