@@ -58,20 +58,25 @@ async def run(url: str, conn: Any, args: argparse.Namespace) -> None:
     procs = [spawn(url, a, b) for _ in range(args.workers)] + [spawn(url, a, b, "--relay-only")]
     kills = 0
     t1 = time.monotonic()
+
+    async def killer() -> None:  # one process killed every kill_every s (0.5-1.5x), restarted
+        nonlocal kills
+        while args.kill_every:
+            await asyncio.sleep(args.kill_every * rng.uniform(0.5, 1.5))
+            i = rng.randrange(len(procs))
+            procs[i].send_signal(signal.SIGKILL)
+            procs[i].wait()
+            kills += 1
+            procs[i] = spawn(url, a, b, *(["--relay-only"] if i == args.workers else []))
+
+    killing = asyncio.create_task(killer())
     try:
-        next_kill = time.monotonic() + args.kill_every
         while not ended(counts := await states(conn, parents)):
             if time.monotonic() - t1 > args.within:
                 raise SystemExit(f"not ended within {args.within} s: {dict(counts)}")
-            await asyncio.sleep(0.5)
-            if args.kill_every and time.monotonic() >= next_kill:
-                i = rng.randrange(len(procs))
-                procs[i].send_signal(signal.SIGKILL)
-                procs[i].wait()
-                kills += 1
-                procs[i] = spawn(url, a, b, *(["--relay-only"] if i == args.workers else []))
-                next_kill = time.monotonic() + args.kill_every * rng.uniform(0.5, 1.5)
+            await asyncio.sleep(1.0)
     finally:
+        killing.cancel()
         for proc in procs:
             proc.kill()
             proc.wait()

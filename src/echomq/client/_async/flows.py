@@ -74,6 +74,7 @@ class AsyncFlows:
 
     def __init__(self, connector: ScriptConnector) -> None:
         self.connector = connector
+        self._cursors: dict[str, int] = {}  # the relay's HSCAN cursor per queue
 
     async def admit(self, queue: str, parent: tuple[str, bytes],
                     children: Sequence[tuple[str, str, bytes]], *,
@@ -125,27 +126,49 @@ class AsyncFlows:
 
     async def relay(self, queue: str, *, count: int = RELAY_BATCH) -> RelayReport:
         """One relay step for the notices of children of ``queue``: each is settled in its
-        parent's slot, then deleted here. Safe to run by many processes at once."""
+        parent's slot, then deleted here. Safe to run by many processes at once.
+
+        The settles of one step go out as one pipeline, then the acks of those settled as
+        another (two round trips for up to ``count`` notices). The scan resumes where this
+        relay's last step ended, so relays running at once mostly read different notices
+        (a repeat is harmless: the settle is a field check)."""
         k = QueueKeys.of(queue)
-        reply = d._raise_if_error(await self.connector.command("HSCAN", k.finished, 0, "COUNT", count))
-        notes = reply[1] if isinstance(reply, list | tuple) and len(reply) == 2 else {}
+        cursor = self._cursors.get(queue, 0)
+        reply = d._raise_if_error(await self.connector.command("HSCAN", k.finished, cursor,
+                                                               "COUNT", count))
+        if not isinstance(reply, list | tuple) or len(reply) != 2:
+            return RelayReport()
+        self._cursors[queue] = int(reply[0])
+        notes = reply[1]
         if isinstance(notes, list):  # a flat field/value array (RESP without redis-py's parsing)
             notes = dict(zip(notes[::2], notes[1::2], strict=True))
-        relayed = released = failed = 0
+        items: list[tuple[str, bytes, Call | None]] = []
         for raw_id, note in notes.items():
             cid = d.text(raw_id)
             outcome, _, parent = d.text(note).partition(":")
             pid, pq = f.split_member(parent)
             try:
-                verdict = _ok(await self.connector.run(f.flow_parent(
-                    QueueKeys.of(pq), "settle", pid, f.member(cid, queue), outcome)))
+                call: Call | None = f.flow_parent(QueueKeys.of(pq), "settle", pid,
+                                                  f.member(cid, queue), outcome)
+            except InvalidArgument:  # a notice naming no valid parent: dropped below
+                call = None
+            items.append((cid, note, call))
+        if not items:
+            return RelayReport()
+        sent = iter(await self.connector.pipeline([c for _, _, c in items if c is not None]))
+        released = failed = 0
+        acks: list[Call] = []
+        for cid, note, call in items:
+            try:
+                verdict = 0 if call is None else _ok(next(sent))
             except InvalidArgument:
                 verdict = 0  # a notice no parent can take: dropped below
             except ProtocolVersionError:
                 continue  # the parent's queue speaks another major version: kept for later
             released += verdict == 2
             failed += verdict == 3
-            relayed += _ok(await self.connector.run(f.flow_child(k, "ack", cid, note)))
+            acks.append(f.flow_child(k, "ack", cid, note))
+        relayed = sum(_ok(r) for r in await self.connector.pipeline(acks)) if acks else 0
         return RelayReport(relayed, released, failed)
 
     async def repair(self, queue: str, *, older_than_ms: int = REPAIR_AFTER_MS,
