@@ -113,3 +113,18 @@ async def test_concurrent_admissions_of_one_key_make_one_job(
     assert sorted(v.value for v in verdicts) == sorted([Verdict.ENQUEUED.value] + [later.value] * 19)
     (job,) = assert_consistent(raw, qname)
     assert raw.get(q.k.dedupe("burst")) == job.encode()
+
+
+async def test_a_sharded_admit_many_gives_each_item_a_window_on_its_id(
+        conn: Any, qname: str) -> None:
+    q = AsyncShardedQueue(conn, qname, shards=3)
+    ids = [generate("JOB") for _ in range(6)]
+    d = {"dedupe_ms": 60_000, "dedupe_mode": "debounce"}
+    assert await q.admit_many([(i, b"v1", None) for i in ids], **d) == [Verdict.ENQUEUED] * 6
+    assert await q.admit_many([(i, b"v2", None) for i in ids], **d) == [Verdict.REPLACED] * 6
+    assert await q.admit(ids[0], b"v3", **d) is Verdict.REPLACED  # the same shard as admit_many's
+    got = {x.id: x.payload for x in await q.claim(10, lease_ms=60_000)}
+    assert got == {ids[0]: b"v3", **{i: b"v2" for i in ids[1:]}}
+    assert await q.admit_many([(ids[1], b"x", None)], dedupe_ms=60_000) == [Verdict.DUPLICATE]
+    with pytest.raises(InvalidArgument):
+        await q.admit_many([(ids[1], b"x", None)], dedupe_ms=-1)

@@ -129,19 +129,19 @@ class AsyncShardedQueue(AsyncShardedBase):
         timeout_ms: int | None = None, dedupe_ms: int | None = None,
         dedupe_key: str | None = None, dedupe_mode: str | None = None,
     ) -> Verdict:
-        """Admit one job in its shard (:meth:`AsyncQueue.admit`). With a dedupe window the
-        job goes to its dedupe key's shard: a debounced job's lane is derived from its key
-        (``dd:<key>``, routed by it); an explicit ``dedupe_key`` with a lane of the caller's
-        is refused (InvalidArgument), since the lane would choose the shard and the window
-        would hold in that shard only."""
+        """Admit one job in its shard (:meth:`AsyncQueue.admit`). With a ``dedupe_key`` the
+        job goes to the key's shard (a debounced job's lane ``dd:<key>`` is in it too);
+        without one the window is on the id, in the id's shard (or its lane's), as
+        :meth:`admit_many` routes it. A ``dedupe_key`` with a lane of the caller's is
+        refused (InvalidArgument): the lane would choose the shard and the window would
+        hold in that shard only."""
         window = p.check_window(dedupe_ms, dedupe_key, dedupe_mode)
         route = lane  # the shard's key: the lane, else the id (layout.index)
-        if window is not None and lane is None:
-            key = window.key or job_id
-            route = p.dedupe_lane(key) if window.mode == "debounce" else window.key
-        elif window is not None and window.key is not None:
-            raise InvalidArgument(f"sharded queue {self.name!r}: a dedupe_key with a lane "
-                                  "would dedupe in the lane's shard only; drop one")
+        if window is not None and window.key is not None:
+            if lane is not None:
+                raise InvalidArgument(f"sharded queue {self.name!r}: a dedupe_key with a lane "
+                                      "would dedupe in the lane's shard only; drop one")
+            route = window.key
 
         async def op() -> Verdict:
             if job_id in await self._in_old([job_id]):
@@ -176,8 +176,11 @@ class AsyncShardedQueue(AsyncShardedBase):
             groups.setdefault(shard, []).append(i)
         return sorted(groups.items())
 
-    async def _admit_grouped(self, items: list[Any], width: int,
-                             serial: bool) -> list[Verdict | EchoMQError]:
+    async def _admit_grouped(self, items: list[Any], width: int, serial: bool,
+                             kw: dict[str, Any] | None = None) -> list[Verdict | EchoMQError]:
+        """``kw``: the dedupe window of every item (``dedupe_ms``, ``dedupe_mode``), if any."""
+        kw = kw or {}
+        window = p.check_window(kw.get("dedupe_ms"), None, kw.get("dedupe_mode"))
         await self._ready()
         out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(items)
         todo = list(range(len(items)))
@@ -187,14 +190,15 @@ class AsyncShardedQueue(AsyncShardedBase):
             known = await self._in_old([i for i in ids if isinstance(i, str)])
             todo = [i for i, job in zip(todo, ids, strict=True) if job not in known]
             todo, retired = await reserve_many(self, items, todo, partial(
-                self._check, items, serial), out, made)  # one job per id (decision 0040)
+                self._check, items, serial, window=window), out, made)  # one job per id (decision 0040)
             if retired is not None:
                 await self._follow(retired)
                 continue
             groups = self._group(items, width, out, todo)
             sends = [partial(self.shards[s].enqueue_many, [items[i] for i in where])
                      if width == 2 else
-                     partial(self.shards[s].admit_many, [items[i] for i in where], serial=serial)
+                     partial(self.shards[s].admit_many, [items[i] for i in where], serial=serial,
+                             **kw)
                      for s, where in groups]
             replies = await fan_out_each_async(sends)
             todo, retired = [], None
@@ -211,19 +215,20 @@ class AsyncShardedQueue(AsyncShardedBase):
                 await self._follow(retired)
         await release_many(self, items, out, made)
         await recheck_many(self, items, out, lambda shard, item: self._send_one(
-            shard, item, width, serial))
+            shard, item, width, serial, kw))
         return out
 
-    def _check(self, items: list[Any], serial: bool, i: int) -> None:
+    def _check(self, items: list[Any], serial: bool, i: int, *,
+               window: p.Window | None = None) -> None:
         """The typed error item ``i`` would get from its shard's admission, if any."""
         job_id, payload, lane = items[i]
         self.shard_for(job_id, lane).admission.call(job_id, payload, lane, 0, serial, None, 0,
-                                                    None)
+                                                    None, window)
 
-    async def _send_one(self, shard: AsyncQueue, item: Any, width: int,
-                        serial: bool) -> Verdict | EchoMQError:
+    async def _send_one(self, shard: AsyncQueue, item: Any, width: int, serial: bool,
+                        kw: dict[str, Any]) -> Verdict | EchoMQError:
         got = await (shard.enqueue_many([item]) if width == 2 else
-                     shard.admit_many([item], serial=serial))
+                     shard.admit_many([item], serial=serial, **kw))
         return got[0]
 
     async def enqueue_many(
@@ -233,10 +238,14 @@ class AsyncShardedQueue(AsyncShardedBase):
         return await self._admit_grouped(list(pairs), 2, False)
 
     async def admit_many(
-        self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False
+        self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False,
+        dedupe_ms: int | None = None, dedupe_mode: str | None = None,
     ) -> list[Verdict | EchoMQError]:
-        """One verdict per ``(id, payload, lane)`` item, in input order."""
-        return await self._admit_grouped(list(items), 3, serial)
+        """One verdict per ``(id, payload, lane)`` item, in input order. ``dedupe_ms`` and
+        ``dedupe_mode`` give each item a window on its own id (:meth:`AsyncQueue.admit_many`)."""
+        window = p.check_window(dedupe_ms, None, dedupe_mode)  # InvalidArgument before any I/O
+        kw = {"dedupe_ms": dedupe_ms, "dedupe_mode": dedupe_mode} if window else {}
+        return await self._admit_grouped(list(items), 3, serial, kw)
 
     # ------------------------------------------------------------ claim plane
     async def claim(self, count: int = 1, *, lease_ms: int,
