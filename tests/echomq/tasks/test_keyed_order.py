@@ -83,3 +83,16 @@ async def test_a_debounced_task_keeps_the_last_arguments_of_its_key(conn: Any, q
         app.task(dedupe_ms=10, name="nokey")(lambda: None)
     with pytest.raises(InvalidArgument, match="dedupe_mode"):
         app.task(key="x", dedupe_mode="latest", name="badmode")(lambda x: x)
+
+
+def test_the_blocking_admission_of_a_keyed_task_answers_alike(sync_conn: Any, qname: str) -> None:
+    app = App(sync_connector=sync_conn, queue=qname)
+
+    @app.task(key="order", name="fifo.bill")
+    def bill(order: str) -> None: ...
+
+    first, again = bill.admit_sync("order-1"), bill.admit_sync("order-1")
+    assert (first.verdict, again.verdict, again.id) == (Verdict.ENQUEUED, Verdict.DUPLICATE, first.id)
+    many = bill.admit_many_sync([("order-2",), ("order-1",)])
+    assert [getattr(h, "verdict", h) for h in many] == [Verdict.ENQUEUED, Verdict.DUPLICATE]
+    assert getattr(many[1], "id", None) == first.id
