@@ -23,6 +23,7 @@ from redis.cluster import ClusterNode, RedisCluster
 
 from echomq import ClusterConnector, Completion, Connector, Lease, Queue, QueueOptions, generate
 from echomq.protocol import flows as f
+from echomq.protocol.flows import FlowSpec
 from echomq.protocol.scripts import bundle
 from tests.echomq.test_flows import other_slot
 
@@ -67,7 +68,7 @@ class FlowRef:
         if outcome != "done" and p.policy != "ignore":
             p.failed += 1
         if outcome != "done" and p.policy == "fail":
-            p.state = "dead"
+            self.ended(parent, "dead")  # an inner parent that fails notices its own parent
             return 3
         p.settled += 1
         if p.settled < len(p.kids):
@@ -126,6 +127,28 @@ class FlowMachine(RuleBasedStateMachine):
         for q, c, _ in kids:
             self.ref.nodes[(q, c)] = Node("pending", parent=(pq, pid))
         self.reached.add("flow admitted")
+
+    @rule(data=st.data(), n=st.integers(1, 3), policy=st.sampled_from(f.POLICIES),
+          inner_policy=st.sampled_from(f.POLICIES))
+    def admit_nested(self, data: st.DataObject, n: int, policy: str, inner_policy: str) -> None:
+        """A two-level flow (a chain's or a chord's shape, decision 0041): the root waits for
+        an inner parent and a leaf; the inner parent waits for ``n`` leaves."""
+        def pick(label: str) -> str:
+            return data.draw(st.sampled_from(self.names), label=label)
+
+        leaves = tuple(FlowSpec(pick("leaf queue"), generate("JOB"), b"k") for _ in range(n))
+        inner = FlowSpec(pick("inner queue"), generate("JOB"), b"i", leaves, inner_policy)
+        side = FlowSpec(pick("side queue"), generate("JOB"), b"k")
+        root = FlowSpec(pick("root queue"), generate("JOB"), b"p", (inner, side), policy)
+        assert self.qs[root.queue].flows.admit_tree(root)
+        rk, ik = (root.queue, root.id), (inner.queue, inner.id)
+        self.ref.nodes[rk] = Node("waiting", kids={ik: "", (side.queue, side.id): ""}, policy=policy)
+        self.ref.nodes[ik] = Node("waiting", parent=rk, kids={(c.queue, c.id): "" for c in leaves},
+                                  policy=inner_policy)
+        self.ref.nodes[(side.queue, side.id)] = Node("pending", parent=rk)
+        for c in leaves:
+            self.ref.nodes[(c.queue, c.id)] = Node("pending", parent=ik)
+        self.reached.add("nested flow admitted")
 
     @rule(data=st.data(), n=st.integers(1, 3), with_parent=st.sampled_from([True, True, False]))
     def half_admit(self, data: st.DataObject, n: int, with_parent: bool) -> None:
@@ -303,17 +326,23 @@ class FlowMachine(RuleBasedStateMachine):
     def cancel_flow(self, data: st.DataObject) -> None:
         key = data.draw(st.sampled_from(self._ids("waiting")), label="parent")
         assert self.qs[key[0]].cancel_flow(key[1])
-        self.ref.nodes[key].state = "cancelled"
+        self._cancelled_flow(key)
+        self.reached.add("flow cancelled")
+
+    def _cancelled_flow(self, key: Key) -> None:
+        self.ref.ended(key, "cancelled")  # an inner parent notices its own parent
         for kid in self.ref.nodes[key].kids:
             node = self.ref.nodes[kid]
-            if node.state == "held":
+            if node.state == "waiting":  # an inner parent: cancelled with its own children
+                self._cancelled_flow(kid)
+                self.reached.add("nested flow cancelled")
+            elif node.state == "held":
                 del self.ref.nodes[kid]
                 self.ref.gone.add(kid)
             elif node.state == "pending":
                 self.ref.ended(kid, "cancelled")
             elif node.state == "active":
                 node.cancel = True
-        self.reached.add("flow cancelled")
 
     # --------------------------------------------------------------- the check
     @invariant()

@@ -34,7 +34,7 @@ from echomq.protocol import flows as f
 from echomq.protocol import row as row_call
 from echomq.protocol.flows import FlowSpec
 from echomq.protocol.keyspace import QueueKeys
-from echomq.tasks.canvas import Group, Signature, Workflow, build
+from echomq.tasks.canvas import Chain, Group, Signature, Workflow, build
 from echomq.tasks.errors import UnknownTask, UnreadablePayload
 from echomq.tasks.handle import SyncTaskHandle, TaskHandle
 from echomq.tasks.host import Host
@@ -109,14 +109,22 @@ def batch_spec(app: Host, jobs: Any, callbacks: dict[str, Signature[Any] | None]
     return FlowSpec(queue, generate("JOB"), payload, children, "continue")
 
 
+def _lone(wf: Workflow) -> Signature[Any]:
+    """The one signature of a workflow of one job (a signature, or a chain of one step)."""
+    while isinstance(wf, Chain) and len(wf.steps) == 1:
+        wf = wf.steps[0]
+    assert isinstance(wf, Signature)  # build() gave a flow of one job: nothing else has none
+    return wf
+
+
 async def admit(app: Host, wf: Workflow) -> TaskHandle[Any] | GroupHandle:
     """``app.admit(workflow)``: see the module."""
     if isinstance(wf, Group):
         return GroupHandle([await admit(app, m) for m in wf.members])
     spec, task = build(wf)
     if not spec.children:  # a lone signature: the task's own admission (its options apply)
-        assert isinstance(wf, Signature)
-        one: TaskHandle[Any] = await task.admit(*wf.args, **wf.kwargs)
+        sig = _lone(wf)
+        one: TaskHandle[Any] = await task.admit(*sig.args, **sig.kwargs)
         return one
     queue = app.queue(spec.queue)
     fresh = await queue.flows.admit_tree(spec)
@@ -130,8 +138,8 @@ def admit_sync(app: Host, wf: Workflow) -> SyncTaskHandle[Any] | SyncGroupHandle
         return SyncGroupHandle([admit_sync(app, m) for m in wf.members])
     spec, task = build(wf)
     if not spec.children:
-        assert isinstance(wf, Signature)
-        one_sync: SyncTaskHandle[Any] = task.admit_sync(*wf.args, **wf.kwargs)
+        sig = _lone(wf)
+        one_sync: SyncTaskHandle[Any] = task.admit_sync(*sig.args, **sig.kwargs)
         return one_sync
     queue = app.sync_queue(spec.queue)
     fresh = queue.flows.admit_tree(spec)
