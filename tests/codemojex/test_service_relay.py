@@ -50,7 +50,8 @@ async def test_kill_between_charge_and_admission_then_the_outbox_admits_and_it_s
     await run_child("submit", rid, player, db_url=db_url, valkey_url=valkey_url, suffix=f"-{qname}")
 
     async with services.pool.connection() as conn:  # paid, recorded, never admitted
-        (lost,) = await (await conn.execute("SELECT id FROM guesses WHERE player_id = %s", (player,))).fetchall()
+        cur = await conn.execute("SELECT id FROM guesses WHERE player_id = %s", (player,))
+        (lost,) = await cur.fetchall()
     gid = str(lost[0])
     assert await services.scores.job(gid) is None and await _rows(services, gid) == 1
     async with OutboxRelay(db_url, services.connector, table=OUTBOX.name) as relay:
