@@ -227,14 +227,17 @@ async def _submit(services: Services, round_id: object, player: object, guess: o
 
 async def _repeat(services: Services, job_id: str, pid: str, rid: str,
                   emojis: Guess) -> Admitted | Refusal:
-    """The answer to a repeated key: the stored guess, charged once (its job committed in
-    the outbox with the charge: the relay admits it if the first call could not)."""
+    """The answer to a repeated key: the stored guess, charged once; admitted now (the fast
+    path again) while its outbox row still waits for the relay."""
     stored = await get_guess(services.pool, job_id)
     if stored is None or stored.player != pid or stored.round_id != rid:
         # The key names another player's or round's guess: not this intent.
         return _refused(Reason.BAD_GUESS, "this key names another guess")
+    queued = False
+    if not stored.admitted:
+        queued = await admit_guess(services, job_id, GuessJob(rid, pid, stored.emojis))
     current = await balance(services.pool, pid)
-    return Admitted(job_id, stored.emojis, current or 0, False)
+    return Admitted(job_id, stored.emojis, current or 0, queued)
 
 
 async def admit_guess(services: Services, job_id: str, job: GuessJob) -> bool:
