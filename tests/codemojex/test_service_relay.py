@@ -1,5 +1,8 @@
-"""The relay: a guess whose process died between the charge and the admission is
-admitted by the relay under its own id, and scored once."""
+"""The charge's outbox (issue 28, item 1): a guess's job is written into ``cm_outbox`` in the
+charge's own transaction, and echomq's relay admits it. A process killed between the commit
+and its own admission leaves the row, which the relay admits under the guess's id, scored
+once; a guess ``submit`` admitted itself is a DUPLICATE to the relay; a refused charge
+leaves no row."""
 
 from __future__ import annotations
 
@@ -9,9 +12,11 @@ import signal
 import sys
 from pathlib import Path
 
-from codemojex.service import Admitted, Services, relay_once, submit
-from codemojex.wallet import unadmitted
+from codemojex.domain.errors import Reason
+from codemojex.service import Admitted, Services, submit
+from codemojex.wallet import OUTBOX
 from codemojex.workers import ScoreWorker
+from echomq.outbox import OutboxRelay
 from echomq.runtime.consumer import Consumer, ConsumerOptions
 from tests.codemojex.game import PRICE, eventually, make_player, make_round, score_of
 
@@ -29,19 +34,31 @@ async def run_child(mode: str, *args: str, db_url: str, valkey_url: str, suffix:
     return proc.returncode
 
 
-async def test_kill_between_charge_and_admission_then_relay_admits_and_it_scores_once(
+async def _rows(services: Services, guess_id: str) -> int:
+    async with services.pool.connection() as conn:
+        row = await (await conn.execute(f"SELECT count(*) FROM {OUTBOX.quoted} WHERE job_id = %s",
+                                        (guess_id,))).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_kill_between_charge_and_admission_then_the_outbox_admits_and_it_scores_once(
     services: Services, db_url: str, valkey_url: str, qname: str
 ) -> None:
     player = await make_player(services.pool, PRICE * 2)
     rid = await make_round(services.pool)
     await run_child("submit", rid, player, db_url=db_url, valkey_url=valkey_url, suffix=f"-{qname}")
 
-    (lost,) = await unadmitted(services.pool)  # paid, recorded, never admitted
-    assert (lost.round_id, lost.player) == (rid, player)
-    assert await services.scores.job(lost.id) is None
-    assert await relay_once(services, min_age_ms=0) == 1
-    assert await relay_once(services, min_age_ms=0) == 0  # marked: nothing left to relay
-    row = await services.scores.job(lost.id)
+    async with services.pool.connection() as conn:  # paid, recorded, never admitted
+        cur = await conn.execute("SELECT id FROM guesses WHERE player_id = %s", (player,))
+        (lost,) = await cur.fetchall()
+    gid = str(lost[0])
+    assert await services.scores.job(gid) is None and await _rows(services, gid) == 1
+    async with OutboxRelay(db_url, services.connector, table=OUTBOX.name) as relay:
+        first = await relay.drain()
+        second = await relay.drain()
+    assert first.admitted >= 1 and second.claimed == 0 and await _rows(services, gid) == 0
+    row = await services.scores.job(gid)
     assert row is not None and row["lane"].decode() == player
 
     worker = ScoreWorker(services)
@@ -49,7 +66,7 @@ async def test_kill_between_charge_and_admission_then_relay_admits_and_it_scores
     task = asyncio.create_task(consumer.run())
     try:
         async def scored() -> bool:
-            return await score_of(services.pool, lost.id) is not None and (
+            return await score_of(services.pool, gid) is not None and (
                 await services.scores.stats()).done == 1
 
         await eventually(scored, what="the relayed guess to be scored")
@@ -60,13 +77,19 @@ async def test_kill_between_charge_and_admission_then_relay_admits_and_it_scores
     assert (await services.notifications.stats()).total == 1  # one score notification
 
 
-async def test_relay_is_idempotent_against_a_guess_submit_already_admitted(services: Services) -> None:
+async def test_the_relay_finds_a_guess_submit_admitted_a_duplicate(services: Services, db_url: str) -> None:
     player = await make_player(services.pool, PRICE)
     rid = await make_round(services.pool)
     out = await submit(services, rid, player, "🍕🍩🚀⚽🎸❤️")
-    assert isinstance(out, Admitted)
-    async with services.pool.connection() as conn:  # as if the mark after admission was lost
-        await conn.execute("UPDATE guesses SET admitted_at = NULL WHERE id = %s", (out.job_id,))
-    assert await relay_once(services, min_age_ms=60_000) == 0  # too young: submit may be admitting it
-    assert await relay_once(services, min_age_ms=0) == 1  # DUPLICATE on the queue, then marked
+    assert isinstance(out, Admitted) and out.queued
+    assert await _rows(services, out.job_id) == 1  # committed with the charge
+    async with OutboxRelay(db_url, services.connector, table=OUTBOX.name) as relay:
+        report = await relay.drain()
+    assert report.duplicates >= 1 and await _rows(services, out.job_id) == 0
     assert (await services.scores.stats()).total == 1
+    refused = await submit(services, rid, player, "🍕🍩🚀⚽🎸❤️")  # no coins left: no charge, no row
+    assert refused is Reason.INSUFFICIENT
+    async with services.pool.connection() as conn:
+        row = await (await conn.execute(f"SELECT count(*) FROM {OUTBOX.quoted} o JOIN guesses g"
+                                        " ON g.id = o.job_id WHERE g.player_id = %s", (player,))).fetchone()
+    assert row == (0,)

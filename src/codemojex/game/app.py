@@ -8,10 +8,12 @@ for children started before it, so nothing is produced before its consumer runs)
 2. ``notify``  drains ``cm.notify`` (beat 50 ms, lease 15 s)
 3. ``score``   drains ``cm`` (beat 100 ms, lease 10 s); produces notifications
 4. ``settle``  drains ``cm-settle`` (beat 100 ms, lease 10 s); opens and settles rounds
-5. ``relay``   admits charged-but-unadmitted guesses onto ``cm``
+5. ``relay``   echomq's outbox relay on the game's outbox (``cm_outbox``): admits each
+   charged guess's job, committed with its charge, onto ``cm`` once (woken by the
+   commit's notification; decision 0034)
 6. ``reconcile`` requeues dead game jobs once PostgreSQL answers, re-admits charged
-   guesses whose job is gone, and drives every round past its closing time to
-   settled (:mod:`codemojex.service.reconcile`)
+   guesses whose job was lost after its admission, and drives every round past its
+   closing time to settled (:mod:`codemojex.service.reconcile`)
 
 A child that dies is restarted alone (a consumer restarts as a new ``Consumer``;
 the jobs it held come back when their leases expire). Stop with :meth:`App.stop`
@@ -20,18 +22,21 @@ or run it with :func:`echomq.runtime.supervisor.run_until_signal`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
+from codemojex.infra.pg import conninfo_of
 from codemojex.service.cache import CacheTier
 from codemojex.service.codec import GuessJob
 from codemojex.service.context import Services
 from codemojex.service.reconcile import Reconciler
-from codemojex.service.relay import Relay
+from codemojex.wallet import OUTBOX
 from codemojex.workers import notify, score, settle
 from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
 from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
 from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
+from echomq.outbox import OutboxRelay
 
 __all__ = ["App"]
 
@@ -40,7 +45,6 @@ class App:
     """The game's tree over ``services``. ``delivery`` defaults to a quiet console."""
 
     def __init__(self, services: Services, *, delivery: Delivery | None = None,
-                 relay_interval_s: float = 0.5, relay_min_age_ms: int = 2000,
                  reconciler: Reconciler | None = None,
                  options: dict[str, ConsumerOptions] | None = None,
                  on_score: Callable[[str, GuessJob, int], Awaitable[object]] | None = None) -> None:
@@ -52,7 +56,8 @@ class App:
         self.scorer = ScoreWorker(services, on_score=on_score)
         self.settler = SettleWorker(services)
         self.notifier = NotifyWorker(self.delivery, pool=services.pool)
-        self.relay = Relay(services, interval_s=relay_interval_s, min_age_ms=relay_min_age_ms)
+        self.relay = OutboxRelay(conninfo_of(services.pool), services.connector, table=OUTBOX.name)
+        self._relay_stop = asyncio.Event()
         # Scores told in batches (``on_score``) have no note per guess for it to look for.
         self.reconciler = reconciler or Reconciler(services, renotify=on_score is None)
         # ``options`` overrides a consumer's options by child name (tests shorten backoffs).
@@ -70,12 +75,19 @@ class App:
                 self.consumers["notify"].spec("notify"),
                 self.consumers["score"].spec("score"),
                 self.consumers["settle"].spec("settle"),
-                ChildSpec("relay", self.relay.run, stop=self.relay.stop, shutdown_s=5.0),
+                ChildSpec("relay", self._relay, stop=self._relay_stop.set, shutdown_s=5.0),
                 ChildSpec("reconcile", self.reconciler.run, stop=self.reconciler.stop, shutdown_s=5.0),
             ],
             strategy="one_for_one",
             name="codemojex",
         )
+
+    async def _relay(self) -> None:
+        self._relay_stop.clear()
+        try:
+            await self.relay.run(self._relay_stop)
+        finally:
+            await self.relay.aclose()
 
     async def run(self) -> None:
         """Run the tree until :meth:`stop`."""

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import warnings
+import weakref
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 from codemojex.domain.errors import ConfigurationError, DatabaseError
 from echomq import forget_server, track_server
 
-__all__ = ["ENV_URL", "PgServer", "open_pool", "with_dbname"]
+__all__ = ["ENV_URL", "PgServer", "conninfo_of", "open_pool", "with_dbname"]
 
 ENV_URL = "CODEMOJEX_DATABASE_URL"
 RECONNECT_TIMEOUT_S = 5.0
@@ -244,6 +245,19 @@ def with_dbname(url: str, dbname: str) -> str:
     return conninfo.make_conninfo(url, dbname=dbname)
 
 
+_ROLES: weakref.WeakKeyDictionary[AsyncConnectionPool, str | None] = weakref.WeakKeyDictionary()
+
+
+def conninfo_of(pool: AsyncConnectionPool) -> str:
+    """The connection string of ``pool`` with its role (:func:`open_pool` ``role=``) as a
+    startup option, for a component that opens its own connections (the outbox's relay)
+    with the same privileges."""
+    role = _ROLES.get(pool)
+    if role is None:
+        return str(pool.conninfo)
+    return conninfo.make_conninfo(str(pool.conninfo), options=f"-c role={role}")
+
+
 async def open_pool(
     url: str,
     *,
@@ -292,4 +306,5 @@ async def open_pool(
     except BaseException:
         await pool.close()
         raise
+    _ROLES[pool] = role
     return pool

@@ -1,8 +1,8 @@
-"""The game's service layer: the door of a guess, the relay and the round schedule.
+"""The game's service layer: the door of a guess and the round schedule.
 
 guesses  ``submit``: validate, lock-merge, charge, admit (or one closed error, with its detail)
 players  ``start``, ``balance``, ``leaderboard``: the bot's other questions
-relay    admits guesses whose charge committed but whose admission did not happen
+         (a charged guess's job is written into the outbox `cm_outbox` with its charge)
 series   the one series of rounds (settings, next round) in PostgreSQL: start/resume, pause
 rounds   series of rounds opened and closed by delayed jobs; close-and-settle; the
          current round and a round by id, read from the cache tier first
@@ -14,7 +14,6 @@ from codemojex.service.codec import derive_id
 from codemojex.service.context import NOTIFY_QUEUE, SCORE_QUEUE, SETTLE_QUEUE, Services
 from codemojex.service.guesses import Admitted, Refusal, admit_guess, submit
 from codemojex.service.players import Started, balance, leaderboard, start
-from codemojex.service.relay import Relay, relay_once
 from codemojex.service.rounds import (
     RoundPlan,
     close_and_settle,
@@ -41,7 +40,6 @@ __all__ = [
     "SETTLE_QUEUE",
     "Admitted",
     "Refusal",
-    "Relay",
     "RoundPlan",
     "SeriesSettings",
     "SeriesStatus",
@@ -57,7 +55,6 @@ __all__ = [
     "leaderboard",
     "open_round",
     "pause_series",
-    "relay_once",
     "resume_series",
     "round_id",
     "round_of",

@@ -13,12 +13,17 @@ Guarantees:
   no job. (An unknown player has no wallet, so it is refused as ``insufficient``.)
 * On success, in order: the player's locked positions are overlaid
   (``Locks.merge``); a ``JOB`` id is minted; one PostgreSQL transaction charges
-  the wallet and records the guess under that id (lock, check, debit,
-  ledger pair, guess row); then the guess is admitted onto the player's serial
-  lane of queue ``cm`` and marked admitted.
-* Once the charge has committed the guess is accepted: if the admission fails or
-  the process dies before it, the relay (:mod:`codemojex.service.relay`) admits
-  it later under the same id. ``Admitted.queued`` says whether this call did.
+  the wallet, records the guess under that id (lock, check, debit, ledger pair,
+  guess row) and writes its job into the game's outbox (``cm_outbox``, under the
+  same id, for the player's serial lane of queue ``cm``): the job exists if and only
+  if the charge commits (echomq.outbox, decision 0034).
+* Once the charge has committed the guess is accepted, and its admission with it:
+  ``submit`` admits the job at once under the same id (the fast path), and echomq's relay
+  (a child of the game's tree, woken by the commit's notification) admits the outbox row,
+  which the queue refuses as a DUPLICATE when ``submit`` got there first, and deletes
+  it. A process that dies between the commit and its own admission leaves the row: the
+  relay admits it, once, however often it is killed. ``Admitted.queued`` says whether
+  this call admitted it itself.
 
 Idempotency. A caller that may run twice for one intent (the bot's command
 consumer re-runs a command after a crash; a client retrying after a lost reply)
@@ -67,10 +72,10 @@ from codemojex.wallet import (
     get_guess,
     get_round,
     locked_positions,
-    mark_admitted,
     within,
 )
-from echomq import ids
+from echomq import AsyncShardedQueue, ids
+from echomq.outbox import OutboxJob
 
 __all__ = ["MAX_ID_LENGTH", "Admitted", "Refusal", "clean_id", "submit"]
 
@@ -85,7 +90,7 @@ class Admitted:
     """The guess was charged and accepted as job ``job_id`` (its guess id).
 
     ``guess`` is what was charged (locks overlaid); ``balance`` the player's new
-    balance; ``queued`` False if the admission onto ``cm`` is left to the relay.
+    balance; ``queued`` False if the admission onto ``cm`` is left to the outbox's relay.
     """
 
     job_id: str
@@ -206,7 +211,8 @@ async def _submit(services: Services, round_id: object, player: object, guess: o
     # it is the guess row's key, the charge's ledger ref and the job id, so every later
     # retry, the wallet's own included, is idempotent.
     job_id = job_id or ids.generate("JOB")
-    charged = await charge_guess(services.pool, pid, rid, job_id, emojis)
+    charged = await charge_guess(services.pool, pid, rid, job_id, emojis,
+                                 job=guess_job(services, job_id, GuessJob(rid, pid, emojis)))
     if isinstance(charged, AlreadyCharged):  # a repeat (or a retry after a lost commit reply)
         return await _repeat(services, job_id, pid, rid, emojis)
     if isinstance(charged, RoundRefused):
@@ -221,7 +227,8 @@ async def _submit(services: Services, round_id: object, player: object, guess: o
 
 async def _repeat(services: Services, job_id: str, pid: str, rid: str,
                   emojis: Guess) -> Admitted | Refusal:
-    """The answer to a repeated key: the stored guess, charged once, admitted if it was not."""
+    """The answer to a repeated key: the stored guess, charged once; admitted now (the fast
+    path again) while its outbox row still waits for the relay."""
     stored = await get_guess(services.pool, job_id)
     if stored is None or stored.player != pid or stored.round_id != rid:
         # The key names another player's or round's guess: not this intent.
@@ -234,18 +241,20 @@ async def _repeat(services: Services, job_id: str, pid: str, rid: str,
 
 
 async def admit_guess(services: Services, job_id: str, job: GuessJob) -> bool:
-    """Admit a charged guess onto its player's serial lane and mark it admitted.
-
-    Idempotent (the id is the job key: a second admission is a DUPLICATE). Returns
-    False, leaving the guess to the relay, if Valkey or the marking fails.
-    """
+    """The fast path: admit a charged guess onto its player's serial lane at once, under its
+    id (its outbox row, committed with the charge, is the guarantee; the relay finds this
+    admission a DUPLICATE). False, leaving it to the relay, if Valkey fails."""
     try:
         await services.scores.admit(job_id, encode(job), lane=job.player, serial=True)
-    except Exception as exc:  # the charge stands; the relay admits it later
-        log.warning("guess %s charged but not admitted (%r); left to the relay", job_id, exc)
+    except Exception as exc:  # the charge and its outbox row stand; the relay admits it
+        log.warning("guess %s charged but not admitted (%r); left to the outbox's relay", job_id, exc)
         return False
-    try:
-        await mark_admitted(services.pool, [job_id])
-    except Exception as exc:
-        log.warning("guess %s admitted but not marked (%r); the relay will mark it", job_id, exc)
     return True
+
+
+def guess_job(services: Services, job_id: str, job: GuessJob) -> OutboxJob:
+    """The outbox row of a charged guess: its id, on its player's serial lane of ``cm`` (of
+    the shard that lane lives on when the queue is sharded)."""
+    queue = services.scores
+    name = queue.shard_for(job_id, job.player).name if isinstance(queue, AsyncShardedQueue) else queue.name
+    return OutboxJob(queue=name, payload=encode(job), lane=job.player, serial=True, job_id=job_id)

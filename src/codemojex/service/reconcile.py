@@ -17,11 +17,14 @@ supervised child of the app (:class:`Reconciler`) compares the two every
    give-up live in PostgreSQL (:mod:`codemojex.wallet.repairs`), so a restart neither
    forgets nor starts over. A give-up is logged once at ERROR with the queue, the job
    id and its last error, and counted (:func:`gave_up_counts`, :meth:`Reconciler.metrics`).
-3. **Charged guesses with no live job are re-admitted.** An unscored guess
-   older than ``min_age_s`` whose job row is gone (a failover lost it, or a
-   Valkey restart without its AOF) is admitted again under its own id onto its
-   player's serial lane. Guesses not yet admitted at all are the relay's. Read in
-   pages by id from a cursor.
+3. **Guesses whose job was lost after admission are re-admitted.** The charge
+   writes the guess's job into the game's outbox in its own transaction, and
+   echomq's relay admits it (decision 0034): the gap between a commit and its
+   admission is the relay's, never the reconciler's. What is left here is a job lost
+   *after* the relay admitted it and deleted its row (a failover, a Valkey restart
+   without its AOF): an unscored guess older than ``min_age_s``, with no outbox row
+   and no job row, is admitted again under its own id onto its player's serial lane.
+   Read in pages by id from a cursor.
 4. **Every score is notified.** Each guess scored at least ``min_age_s`` ago, and
    since the reconciler's first pass, whose score notification job does not exist
    (a failover lost the last acknowledged admissions) gets it admitted again,

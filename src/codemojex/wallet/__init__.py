@@ -19,6 +19,7 @@ from codemojex.wallet.locks import Locked, LockedRound, lock
 from codemojex.wallet.migrate import Migration, load_migrations, migrate
 from codemojex.wallet.money import (
     HOUSE,
+    OUTBOX,
     charge_guess,
     charge_ref,
     grant,
@@ -79,6 +80,7 @@ __all__ = [
     "DEFAULT_GRACE",
     "HOUSE",
     "MAX_AMOUNT",
+    "OUTBOX",
     "STATS",
     "AlreadyApplied",
     "AlreadyCharged",

@@ -31,9 +31,11 @@ from codemojex.wallet.results import (
     UnknownPlayer,
 )
 from codemojex.wallet.tx import retried, transaction
+from echomq.outbox import OutboxJob, OutboxTable
 
 __all__ = [
     "HOUSE",
+    "OUTBOX",
     "charge_guess",
     "charge_ref",
     "grant",
@@ -89,6 +91,11 @@ async def _add_balance(conn: Conn, player: str, delta: int) -> int:
     return int(row[0])
 
 
+OUTBOX = OutboxTable("cm_outbox")
+"""The game's outbox (migration ``0052_outbox``): a charged guess's job, written in the
+charge's own transaction; echomq's relay admits it onto ``cm`` once it is committed."""
+
+
 @retried
 async def charge_guess(
     pool: AsyncConnectionPool,
@@ -97,6 +104,7 @@ async def charge_guess(
     guess_id: str,
     emojis: Sequence[str],
     price: int | None = None,
+    job: OutboxJob | None = None,
 ) -> Charged | AlreadyCharged | Insufficient | RoundRefused | UnknownPlayer:
     """Charge ``player`` for guess ``guess_id`` in ``round_id`` and record the guess.
 
@@ -104,8 +112,12 @@ async def charge_guess(
     side; a close waits for them and refuses later ones) and then the player;
     check the round (open, within its window on the *server* clock), check the
     balance, debit the player, credit the round's pot account, write the ledger
-    pair with ref ``guess:<id>`` and insert the guess (``admitted_at`` NULL, for
-    the relay; ``seq`` drawn from the server's sequence, the tie-break order).
+    pair with ref ``guess:<id>`` and insert the guess (``seq`` drawn from the server's
+    sequence, the tie-break order). ``job``: the guess's job (its id the guess's), written
+    into the game's outbox (:data:`OUTBOX`) in this same transaction, the guess stamped
+    ``admitted_at`` (its admission committed): the relay puts it on the queue, so the job
+    exists if and only if the charge committed. Without ``job`` the guess is left
+    unadmitted (``admitted_at`` NULL) for the caller.
     ``price`` defaults to the round's ``guess_price``. A refusal changes nothing;
     a retry with the same ``guess_id`` returns :class:`AlreadyCharged`.
     """
@@ -134,9 +146,12 @@ async def charge_guess(
             return AlreadyCharged(guess_id)  # unreachable under the player lock; kept for safety
         new_balance = await _add_balance(conn, player, -amount)
         await conn.execute(
-            "INSERT INTO guesses (id, round_id, player_id, emojis, charged) VALUES (%s, %s, %s, %s, %s)",
-            (guess_id, round_id, player, list(emojis), amount),
+            "INSERT INTO guesses (id, round_id, player_id, emojis, charged, admitted_at)"
+            " VALUES (%s, %s, %s, %s, %s, CASE WHEN %s THEN now() END)",
+            (guess_id, round_id, player, list(emojis), amount, job is not None),
         )
+        if job is not None:
+            await conn.execute(OUTBOX.insert_sql(), (job.queue, job.payload, job.options_json(), job.job_id))
         return Charged(guess_id, new_balance, amount)
 
 

@@ -68,10 +68,12 @@ class StoredGuess:
 
 @retried
 async def get_guess(pool: AsyncConnectionPool, guess_id: str) -> StoredGuess | None:
-    """The stored guess ``guess_id``, or None."""
+    """The stored guess ``guess_id``, or None. ``admitted``: its admission is done (marked,
+    and no row of it waits in the game's outbox for the relay)."""
     async with transaction(pool) as conn:
         cur = await conn.execute(
             "SELECT id, round_id, player_id, emojis, charged, admitted_at IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM cm_outbox o WHERE o.job_id = guesses.id)"
             " FROM guesses WHERE id = %s",
             (guess_id,),
         )

@@ -124,12 +124,14 @@ async def database_now(pool: AsyncConnectionPool) -> datetime:
 
 async def admitted_unscored(pool: AsyncConnectionPool, min_age_s: float, limit: int, *,
                             after: str = "") -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """Guesses admitted over ``min_age_s`` ago and still unscored, with an id above ``after``
-    (a cursor: the last id of the page before), by id: (id, round, player, emojis)."""
+    """Guesses charged over ``min_age_s`` ago, still unscored and no longer in the game's
+    outbox (the relay admitted them: a missing job was lost after its admission), with an id
+    above ``after`` (a cursor: the last id of the page before), by id: (id, round, player,
+    emojis). A guess still in the outbox is the relay's, not the reconciler's."""
     rows = await _rows(pool, """
-        SELECT id, round_id, player_id, emojis FROM guesses
-        WHERE score IS NULL AND admitted_at IS NOT NULL AND created_at < now() - make_interval(secs => %s)
-          AND id > %s
+        SELECT id, round_id, player_id, emojis FROM guesses g
+        WHERE score IS NULL AND created_at < now() - make_interval(secs => %s)
+          AND id > %s AND NOT EXISTS (SELECT 1 FROM cm_outbox o WHERE o.job_id = g.id)
         ORDER BY id LIMIT %s""", (min_age_s, after, limit), what="admitted_unscored")
     return [(str(i), str(r), str(p), tuple(e)) for i, r, p, e in rows]
 
@@ -194,7 +196,9 @@ async def run_counts(pool: AsyncConnectionPool,
                      round_ids: list[str]) -> tuple[int, int, int, float, float]:
     """(charged, scored, unadmitted, first charge to last admission s, first charge to last score s)."""
     (row,) = await _rows(pool, """
-        SELECT count(*), count(score), count(*) FILTER (WHERE admitted_at IS NULL),
+        SELECT count(*), count(score),
+               count(*) FILTER (WHERE admitted_at IS NULL
+                                OR EXISTS (SELECT 1 FROM cm_outbox o WHERE o.job_id = guesses.id)),
                coalesce(extract(epoch FROM max(admitted_at) - min(created_at)), 0),
                coalesce(extract(epoch FROM max(scored_at) - min(created_at)), 0)
         FROM guesses WHERE round_id = ANY(%s)""", (round_ids,), what="run_counts")

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq import protocol as p
-from echomq.core.errors import InvalidArgument
-from echomq.core.ids import derive_id
+from echomq.core.errors import InvalidArgument, InvalidJobId
+from echomq.core.ids import derive_id, valid
 from echomq.core.model import QueueOptions
 from echomq.protocol.gate import check_priority
 from echomq.protocol.keyspace import check_queue
@@ -36,7 +36,12 @@ _OPTIONS = ("lane", "delay_ms", "serial", "max_attempts", "priority", "timeout_m
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxJob:
     """A job to admit when the transaction that wrote it commits (the options are
-    :meth:`echomq.AsyncQueue.admit`'s, with its ranges)."""
+    :meth:`echomq.AsyncQueue.admit`'s, with its ranges).
+
+    ``job_id``: the job's own id (a ``JOB`` branded id the application already uses, e.g.
+    the key of the row it wrote in the same transaction); None: derived from the outbox
+    row (:func:`job_id_of`). Either way every relay admits the row under the same id, so a
+    relay that dies after admitting admits nothing twice."""
 
     queue: str
     payload: bytes
@@ -46,9 +51,12 @@ class OutboxJob:
     max_attempts: int | None = None
     priority: int = 0
     timeout_ms: int | None = None
+    job_id: str | None = None
 
     def __post_init__(self) -> None:
         check_queue(self.queue)
+        if self.job_id is not None and not (valid(self.job_id) and self.job_id.startswith("JOB")):
+            raise InvalidJobId(f"an outbox job id is a JOB branded id, not {self.job_id!r}")
         object.__setattr__(self, "payload", p.check_payload(self.payload, MAX_PAYLOAD))
         p.check_lane(self.lane)
         p.check_int("delay_ms", self.delay_ms, 0, p.MAX_DELAY_MS)
@@ -78,13 +86,14 @@ class OutboxJob:
         return json.dumps(self.options(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_row(cls, queue: str, payload: bytes, options: Mapping[str, Any] | None) -> OutboxJob:
+    def from_row(cls, queue: str, payload: bytes, options: Mapping[str, Any] | None,
+                 job_id: str | None = None) -> OutboxJob:
         """The job a row holds (InvalidArgument for a row no checked insert wrote)."""
         opts = dict(options or {})
         unknown = set(opts) - set(_OPTIONS)
         if unknown:
             raise InvalidArgument(f"unknown outbox option(s) {sorted(unknown)}")
-        return cls(queue=queue, payload=bytes(payload), **opts)
+        return cls(queue=queue, payload=bytes(payload), job_id=job_id, **opts)
 
 
 def job_id_of(namespace: str, row_id: int, created_ms: int) -> str:

@@ -199,10 +199,10 @@ class OutboxRelay:
         return report
 
     def _row(self, record: Sequence[Any]) -> _Row:
-        row_id, queue, payload, options, created_ms = record
-        job_id = job_id_of(self.table.namespace, int(row_id), int(created_ms))
+        row_id, queue, payload, options, created_ms, own_id = record
+        job_id = own_id or job_id_of(self.table.namespace, int(row_id), int(created_ms))
         try:
-            return _Row(int(row_id), OutboxJob.from_row(queue, payload, options), job_id)
+            return _Row(int(row_id), OutboxJob.from_row(queue, payload, options, own_id), job_id)
         except (EchoMQError, TypeError) as exc:  # a row no checked insert wrote
             return _Row(int(row_id), None, job_id, f"{type(exc).__name__}: {exc}")
 

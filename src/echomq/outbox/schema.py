@@ -68,8 +68,10 @@ CREATE TABLE IF NOT EXISTS {t} (
     payload bytea NOT NULL,
     options jsonb NOT NULL DEFAULT '{{}}'::jsonb,
     created timestamptz NOT NULL DEFAULT clock_timestamp(),
-    error text
+    error text,
+    job_id text
 );
+ALTER TABLE {t} ADD COLUMN IF NOT EXISTS job_id text;
 CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('{self.channel}', '');
@@ -81,12 +83,13 @@ CREATE TRIGGER {trigger} AFTER INSERT ON {t}
 """
 
     def insert_sql(self) -> str:
-        return f"INSERT INTO {self.quoted} (queue, payload, options) VALUES (%s, %s, %s) RETURNING id"
+        return (f"INSERT INTO {self.quoted} (queue, payload, options, job_id) VALUES (%s, %s, %s, %s)"
+                " RETURNING id")
 
     def claim_sql(self) -> str:
         """The next rows no other relay holds, oldest first, locked until the batch ends."""
         return (f"SELECT id, queue, payload, options, "
-                f"(extract(epoch FROM created) * 1000)::bigint FROM {self.quoted} "
+                f"(extract(epoch FROM created) * 1000)::bigint, job_id FROM {self.quoted} "
                 "WHERE error IS NULL ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED")
 
     def delete_sql(self) -> str:

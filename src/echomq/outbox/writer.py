@@ -27,8 +27,8 @@ from echomq.outbox.schema import DEFAULT_TABLE, OutboxTable
 
 __all__ = ["Outbox", "OutboxDatabaseError"]
 
-_MANY = ("INSERT INTO {t} (queue, payload, options) "
-         "SELECT * FROM unnest(%s::text[], %s::bytea[], %s::jsonb[]) RETURNING id")
+_MANY = ("INSERT INTO {t} (queue, payload, options, job_id) "
+         "SELECT * FROM unnest(%s::text[], %s::bytea[], %s::jsonb[], %s::text[]) RETURNING id")
 
 
 class OutboxDatabaseError(EchoMQError):
@@ -58,11 +58,12 @@ def _job(job: OutboxJob | None, queue: str | None, payload: bytes | None,
     return OutboxJob(queue=queue, payload=payload, **options)  # type: ignore[arg-type]
 
 
-def _columns(jobs: Sequence[OutboxJob]) -> tuple[list[str], list[bytes], list[str]]:
+def _columns(jobs: Sequence[OutboxJob]) -> tuple[list[str], list[bytes], list[str], list[str | None]]:
     for job in jobs:
         if not isinstance(job, OutboxJob):
             raise InvalidArgument(f"expected OutboxJob items, not {type(job).__name__}")
-    return [j.queue for j in jobs], [j.payload for j in jobs], [j.options_json() for j in jobs]
+    return ([j.queue for j in jobs], [j.payload for j in jobs], [j.options_json() for j in jobs],
+            [j.job_id for j in jobs])
 
 
 class Outbox:
@@ -90,7 +91,7 @@ class Outbox:
         one = _job(job, queue, payload, options)
         with _mapped(self.table):
             row = conn.execute(self.table.insert_sql(),
-                               (one.queue, one.payload, one.options_json())).fetchone()
+                               (one.queue, one.payload, one.options_json(), one.job_id)).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -118,7 +119,7 @@ class Outbox:
         one = _job(job, queue, payload, options)
         with _mapped(self.table):
             cur = await conn.execute(self.table.insert_sql(),
-                                     (one.queue, one.payload, one.options_json()))
+                                     (one.queue, one.payload, one.options_json(), one.job_id))
             row = await cur.fetchone()
         assert row is not None
         return int(row[0])

@@ -12,7 +12,8 @@ import asyncio
 import psycopg
 import pytest
 
-from echomq import AsyncQueue, ConfigurationError, InvalidPayload, InvalidQueueName, Verdict
+from echomq import AsyncQueue, ConfigurationError, InvalidPayload, InvalidQueueName, Verdict, generate
+from echomq.core.errors import InvalidJobId
 from echomq.core.ids import timestamp_ms
 from echomq.outbox import Outbox, OutboxJob, OutboxRelay, job_id_of
 from tests.echomq._async.support import wait_for
@@ -96,6 +97,33 @@ async def test_a_row_a_dead_relay_admitted_is_not_admitted_again(pg_db: str, con
         report = await relay.drain()
     assert (report.admitted, report.duplicates) == (0, 1)
     assert await _jobs(queue) == [b"x"] and await _count(pg_db) == 0
+
+
+async def test_a_row_with_its_own_job_id_is_admitted_under_it_once(pg_db: str, conn, qname: str) -> None:
+    """An application's own id (the key of the row it wrote in the same transaction) is the
+    job's id: a relay that admitted it and died finds it a duplicate; a bad id is refused
+    before the insert."""
+    own = generate("JOB")
+    with psycopg.connect(pg_db) as db:
+        with pytest.raises(InvalidJobId):
+            Outbox().add(db, qname, b"x", job_id="not-an-id")
+        with pytest.raises(InvalidJobId):
+            Outbox().add(db, qname, b"x", job_id=generate("RND"))
+        db.rollback()
+        with db.transaction():
+            Outbox().add(db, job=OutboxJob(queue=qname, payload=b"mine", lane="p1", serial=True, job_id=own))
+            Outbox().add_many(db, [OutboxJob(queue=qname, payload=b"derived")])
+    queue = AsyncQueue(conn, qname)
+    async with OutboxRelay(pg_db, conn) as relay:
+        first = await relay.drain()
+    with psycopg.connect(pg_db) as db, db.transaction():  # the row back, as after a relay's death
+        Outbox().add(db, job=OutboxJob(queue=qname, payload=b"mine", lane="p1", serial=True, job_id=own))
+    async with OutboxRelay(pg_db, conn) as relay:
+        second = await relay.drain()
+    assert (first.admitted, second.admitted, second.duplicates) == (2, 0, 1)
+    job = await queue.job(own)
+    assert job is not None and job["payload"] == b"mine"
+    assert sorted(await _jobs(queue)) == [b"derived", b"mine"]
 
 
 async def test_several_relays_share_the_rows_and_admit_each_once(pg_db: str, conn, qname: str) -> None:
