@@ -49,14 +49,24 @@ def check_window(ms: object, key: object, mode: object) -> Window | None:
             raise InvalidArgument("dedupe_key and dedupe_mode need a window: give dedupe_ms too")
         return None
     n = check_int("dedupe_ms", ms, 1, MAX_DEDUPE_MS)
-    if key is not None and (type(key) is not str or not 1 <= len(key) <= MAX_DEDUPE_KEY):
+    if key is not None and (type(key) is not str or not 1 <= len(key) <= MAX_DEDUPE_KEY
+                            or (not key.isprintable() and _unencodable(key))):
         raise InvalidArgument(
-            f"dedupe_key must be None or a str of 1..{MAX_DEDUPE_KEY} characters, not {key!r:.80}")
+            f"dedupe_key must be None or a str of 1..{MAX_DEDUPE_KEY} characters of UTF-8, "
+            f"not {key!r:.80}")
     if mode is None:
         mode = "throttle"
     if type(mode) is not str or mode not in MODES:
         raise InvalidArgument(f"dedupe_mode must be one of {MODES}, not {mode!r:.80}")
     return Window(ms=n, key=key, mode=mode)
+
+
+def _unencodable(key: str) -> bool:
+    try:
+        key.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no key name holds it
+        return True
+    return False
 
 
 def dedupe_lane(key: str) -> str:

@@ -99,6 +99,7 @@ async def test_debounce_on_a_lane_of_ones_own_needs_it_serial(queue: AsyncQueue)
     {"dedupe_ms": True}, {"dedupe_mode": "debounce"}, {"dedupe_key": "k"},
     {"dedupe_ms": 10, "dedupe_mode": "latest"}, {"dedupe_ms": 10, "dedupe_key": ""},
     {"dedupe_ms": 10, "dedupe_key": "k" * (MAX_DEDUPE_KEY + 1)}, {"dedupe_ms": 10, "dedupe_key": 7},
+    {"dedupe_ms": 10, "dedupe_key": "a\ud800"},
 ])
 async def test_bad_windows_are_typed_errors_before_any_write(
         queue: AsyncQueue, raw: redis.Redis, kw: dict[str, object]) -> None:
