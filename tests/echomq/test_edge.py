@@ -58,6 +58,7 @@ BAD: dict[str, list[Case]] = {
               lambda q, x: q.admit(x.id, b"x", lane=""),
               lambda q, x: q.admit(x.id, b"x", lane=7),
               lambda q, x: q.admit(x.id, b"x", lane="l" * 300),
+              lambda q, x: q.admit(x.id, b"x", lane="\ud800"),
               lambda q, x: q.admit(x.id, b"x", serial="yes"),
               lambda q, x: q.admit(x.id, b"x", dedupe_ms=-1),
               lambda q, x: q.admit(x.id, b"x", dedupe_mode="debounce"),

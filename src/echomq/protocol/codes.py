@@ -70,6 +70,11 @@ def check_lane(lane: object) -> str:
         return ""
     if not isinstance(lane, str) or not 1 <= len(lane) <= MAX_LANE:
         raise InvalidArgument(f"lane must be None or a str of 1..{MAX_LANE} characters, not {lane!r}")
+    if not lane.isprintable():  # a lone surrogate cannot go on the wire (UnicodeEncodeError)
+        try:
+            lane.encode()
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"lane must be UTF-8 text, not {lane!r:.80}") from None
     return lane
 
 
