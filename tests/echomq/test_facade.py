@@ -52,6 +52,8 @@ NAMESPACES = {
     "dashboard": ["DashboardOptions", "Page", "ago", "badge", "create_app", "esc", "serve", "table"],
     "ids": None,  # its own facade test: test_ids.py
     "keyspace": None,
+    "outbox": ["CRASH_POINTS", "DEFAULT_TABLE", "BatchReport", "Outbox", "OutboxDatabaseError",
+               "OutboxJob", "OutboxRelay", "OutboxTable", "job_id_of"],
     "tasks": ["ENVELOPE_VERSION", "AdmitOptions", "App", "MsgspecSerializer", "Serializer",
               "SyncTaskHandle", "Task", "TaskCall", "TaskContext", "TaskError", "TaskHandle",
               "UnknownTask", "UnreadablePayload", "Signature", "chain", "chord", "group",

@@ -35,8 +35,7 @@ from codemojex.workers import notify, score, settle
 from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
 from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
-from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor
-from echomq.outbox import OutboxRelay
+from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor, outbox
 
 __all__ = ["App"]
 
@@ -56,7 +55,7 @@ class App:
         self.scorer = ScoreWorker(services, on_score=on_score)
         self.settler = SettleWorker(services)
         self.notifier = NotifyWorker(self.delivery, pool=services.pool)
-        self.relay = OutboxRelay(conninfo_of(services.pool), services.connector, table=OUTBOX.name)
+        self.relay = outbox.OutboxRelay(conninfo_of(services.pool), services.connector, table=OUTBOX.name)
         self._relay_stop = asyncio.Event()
         # Scores told in batches (``on_score``) have no note per guess for it to look for.
         self.reconciler = reconciler or Reconciler(services, renotify=on_score is None)

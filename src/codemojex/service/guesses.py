@@ -74,8 +74,7 @@ from codemojex.wallet import (
     locked_positions,
     within,
 )
-from echomq import AsyncShardedQueue, ids
-from echomq.outbox import OutboxJob
+from echomq import AsyncShardedQueue, ids, outbox
 
 __all__ = ["MAX_ID_LENGTH", "Admitted", "Refusal", "clean_id", "submit"]
 
@@ -252,9 +251,9 @@ async def admit_guess(services: Services, job_id: str, job: GuessJob) -> bool:
     return True
 
 
-def guess_job(services: Services, job_id: str, job: GuessJob) -> OutboxJob:
+def guess_job(services: Services, job_id: str, job: GuessJob) -> outbox.OutboxJob:
     """The outbox row of a charged guess: its id, on its player's serial lane of ``cm`` (of
     the shard that lane lives on when the queue is sharded)."""
     queue = services.scores
     name = queue.shard_for(job_id, job.player).name if isinstance(queue, AsyncShardedQueue) else queue.name
-    return OutboxJob(queue=name, payload=encode(job), lane=job.player, serial=True, job_id=job_id)
+    return outbox.OutboxJob(queue=name, payload=encode(job), lane=job.player, serial=True, job_id=job_id)

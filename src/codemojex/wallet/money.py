@@ -31,7 +31,7 @@ from codemojex.wallet.results import (
     UnknownPlayer,
 )
 from codemojex.wallet.tx import retried, transaction
-from echomq.outbox import OutboxJob, OutboxTable
+from echomq import outbox
 
 __all__ = [
     "HOUSE",
@@ -91,7 +91,7 @@ async def _add_balance(conn: Conn, player: str, delta: int) -> int:
     return int(row[0])
 
 
-OUTBOX = OutboxTable("cm_outbox")
+OUTBOX = outbox.OutboxTable("cm_outbox")
 """The game's outbox (migration ``0052_outbox``): a charged guess's job, written in the
 charge's own transaction; echomq's relay admits it onto ``cm`` once it is committed."""
 
@@ -104,7 +104,7 @@ async def charge_guess(
     guess_id: str,
     emojis: Sequence[str],
     price: int | None = None,
-    job: OutboxJob | None = None,
+    job: outbox.OutboxJob | None = None,
 ) -> Charged | AlreadyCharged | Insufficient | RoundRefused | UnknownPlayer:
     """Charge ``player`` for guess ``guess_id`` in ``round_id`` and record the guess.
 
