@@ -215,10 +215,14 @@ async def test_a_season_through_the_front_door_survives_kills_and_restarts(tmp_p
                 guessed = await (await conn.execute(
                     "SELECT DISTINCT round_id, player_id FROM guesses")).fetchall()
             expected = {(int(p.removeprefix("tg:")), r[-6:]) for r, p in guessed}
-            await _until(lambda: expected <= set(kit.settle_messages(api)), "every player told")
-            # An operator looks at a player and grants coins (a movement, after the snapshots).
-            assert (await chats.say(OPERATOR, f"/player {chats.users[1]}")).startswith("👤 name P")
-            assert "Granted 5 coins" in await chats.say(OPERATOR, f"/grant {chats.users[1]} 5")
+
+            async def operator() -> None:  # looks at a player, grants coins (a movement after the snapshots)
+                assert (await chats.say(OPERATOR, f"/player {chats.users[1]}")).startswith("👤 name P")
+                assert "Granted 5 coins" in await chats.say(OPERATOR, f"/grant {chats.users[1]} 5")
+
+            # Meanwhile the last results reach their players (the operator's chat is its own lane).
+            await asyncio.gather(operator(), _until(lambda: expected <= set(kit.settle_messages(api)),
+                                                    "every player told"))
             events.append(("told", time.monotonic()))
             metrics = await kit.scrape_metrics(bot)
             code = await bot.stop()
