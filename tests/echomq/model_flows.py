@@ -101,6 +101,7 @@ class FlowMachine(RuleBasedStateMachine):
         self.ref = FlowRef()
         self.leases: dict[Key, Lease] = {}
         self.released = 0  # releases the server reported (relay reports)
+        self.flows: list[tuple[str, str, list[tuple[str, str, bytes]], str]] = []  # admitted whole
 
     def teardown(self) -> None:
         for name in self.names:
@@ -126,7 +127,22 @@ class FlowMachine(RuleBasedStateMachine):
                                          policy=policy)
         for q, c, _ in kids:
             self.ref.nodes[(q, c)] = Node("pending", parent=(pq, pid))
+        self.flows.append((pq, pid, kids, policy))
         self.reached.add("flow admitted")
+
+    @precondition(lambda self: self.flows)
+    @rule(data=st.data())
+    def admit_again(self, data: st.DataObject) -> None:
+        """A producer's retry of a flow admitted whole earlier (its reply lost): a duplicate
+        that holds, admits and starts nothing again, whatever its children did since."""
+        pq, pid, kids, policy = data.draw(st.sampled_from(self.flows), label="flow")
+        parent = self.ref.nodes.get((pq, pid))
+        if parent is None or parent.state == "cancelled" or any(
+                (q, c) not in self.ref.nodes for q, c, _ in kids):
+            return  # a cancelled flow's retry is refused (FlowAbandoned): test_flows.py
+        assert not self.qs[pq].admit_flow(parent=(pid, b"p"), children=kids, on_child_failure=policy)
+        if any(self.ref.nodes[(q, c)].state != "pending" for q, c, _ in kids):
+            self.reached.add("flow admitted again after a child ran")
 
     @rule(data=st.data(), n=st.integers(1, 3), policy=st.sampled_from(f.POLICIES),
           inner_policy=st.sampled_from(f.POLICIES))
@@ -303,6 +319,19 @@ class FlowMachine(RuleBasedStateMachine):
         assert (report.relayed, report.released, report.failed) == tuple(want)
         self.released += report.released
         self.reached.update({"released"} if want[1] else set())
+
+    @rule(data=st.data())
+    def settle_again(self, data: st.DataObject) -> None:
+        """A notice delivered twice (two relays read it before either acked it): the second
+        settle finds the child's field set and changes nothing."""
+        settled = sorted((p, c, o) for p, n in self.ref.nodes.items() if n.state == "waiting"
+                         for c, o in n.kids.items() if o)
+        if not settled:
+            return
+        (pq, pid), (cq, cid), outcome = data.draw(st.sampled_from(settled), label="settled child")
+        call = f.flow_parent(self.qs[pq].k, "settle", pid, f.member(cid, cq), outcome)
+        assert self.conn.run(call) == 0
+        self.reached.add("settled again")
 
     @precondition(lambda self: self.ref.notices)
     @rule(data=st.data(), then_relay=st.booleans())
