@@ -14,7 +14,8 @@ death callback fires at the first death). Each callback's id is derived from the
 id and its kind, so a batch job that runs twice (a worker lost mid-way) admits each
 callback once (the second admission is a DUPLICATE). A mutable callback (``.s``) gets the
 :class:`BatchStatus` as its first argument; ``.si`` gets none. ``handle.progress()``
-reads the batch's counts at any time; ``handle.result()`` waits for its end.
+reads the batch's counts at any time; ``handle.result()`` waits for its end;
+``handle.cancel()`` cancels its jobs and its callbacks.
 The batch's job runs on the queue of its first callback (else of its first job): a queue
 the app's worker runs.
 """
@@ -203,6 +204,11 @@ class BatchHandle:
         status: BatchStatus = self._decode(await self.queue.result(self.id, timeout=timeout))
         return status
 
+    async def cancel(self) -> bool:
+        """Cancel the batch: its jobs not started end cancelled, running ones are asked to
+        stop, and no callback runs (the flow's cancel). True if it had not ended yet."""
+        return await self.queue.cancel_flow(self.id)
+
 
 class SyncBatchHandle:
     """An admitted batch (blocking)."""
@@ -224,6 +230,9 @@ class SyncBatchHandle:
     def result(self, *, timeout: float | None = 30.0) -> BatchStatus:
         status: BatchStatus = self._decode(self.queue.result(self.id, timeout=timeout))
         return status
+
+    def cancel(self) -> bool:
+        return self.queue.cancel_flow(self.id)
 
 
 # ------------------------------------------------------------------ at the worker

@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from echomq import App, BatchStatus, InvalidArgument, JobNotFound, ResultTimeout, chain, group
+from echomq import (
+    App,
+    BatchStatus,
+    InvalidArgument,
+    JobCancelled,
+    JobNotFound,
+    ResultTimeout,
+    chain,
+    group,
+)
 from echomq.tasks.workflows import run_batch
 from tests.conftest import keys_of
 from tests.echomq.tasks.support import running
@@ -120,3 +129,19 @@ async def test_a_batch_is_checked_before_anything_is_written(conn: Any, qname: s
         await app.batch([work.s(1)], on_success=succeeded.s())  # its note is missing
     with pytest.raises(InvalidArgument):
         await app.batch([work.s(1)], on_complete=completed)  # type: ignore[arg-type]
+
+
+async def test_a_cancelled_batch_cancels_its_jobs_and_runs_no_callback(conn: Any, qname: str) -> None:
+    app, (work, _, succeeded, completed, died), seen = _app(conn, qname)
+    async with running(app, conn):
+        batch = await app.batch([work.s(-1), work.s(-2)], on_success=succeeded.s("no"),
+                                on_complete=completed.s(), on_death=died.si("no"))
+        assert await batch.cancel()
+        progress = await batch.progress()
+        assert (progress.state, progress.total) == ("cancelled", 2)
+        with pytest.raises(JobCancelled):
+            await batch.result(timeout=10)
+        work.gate.set()  # the running ones were asked to stop; whatever they do, no callback
+        for kind in ("success", "complete", "death"):
+            assert await app.queue(qname).job(batch.callback_id(kind)) is None
+    assert seen["success"] == seen["complete"] == seen["death"] == []
