@@ -145,3 +145,16 @@ async def test_a_cancelled_batch_cancels_its_jobs_and_runs_no_callback(conn: Any
         for kind in ("success", "complete", "death"):
             assert await app.queue(qname).job(batch.callback_id(kind)) is None
     assert seen["success"] == seen["complete"] == seen["death"] == []
+
+
+async def test_the_blocking_twin_admits_a_batch_and_reads_its_status(
+        conn: Any, sync_conn: Any, qname: str) -> None:
+    app, (work, _, _, completed, _), _ = _app(conn, qname)
+    app._sync_connector = sync_conn
+    async with running(app, conn):
+        batch = await asyncio.to_thread(app.batch_sync, [work.s(1), work.s(2)],
+                                        on_complete=completed.s())
+        status = await asyncio.to_thread(batch.result, timeout=20)
+        assert (status.total, status.done, status.failed) == (2, 2, 0)
+        assert (await asyncio.to_thread(batch.progress)).pending == 0
+        assert await completed.handle(batch.callback_id("complete")).result(timeout=20) == 2
