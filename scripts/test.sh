@@ -26,4 +26,4 @@ unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/python scripts/unasync_gen.py --check
-exec .venv/bin/pytest -n "${ECHOMQ_TEST_WORKERS:-4}" "${marks[@]}" "$@"
+exec .venv/bin/pytest -n "${ECHOMQ_TEST_WORKERS:-4}" --dist worksteal "${marks[@]}" "$@"
