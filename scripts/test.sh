@@ -19,7 +19,11 @@ if [ "${1:-}" = "--quick" ]; then
     shift
     marks=(-m "not slow and not cluster")
 fi
+# Python's bytecode cache on (a shell may set PYTHONDONTWRITEBYTECODE): without it every
+# worker and every Python child a test starts compiles src/ and tests/ (and pytest rewrites
+# each test module's asserts) afresh, about 6 s of CPU per worker's collection.
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/python scripts/unasync_gen.py --check
-exec .venv/bin/pytest -n "${ECHOMQ_TEST_WORKERS:-4}" "${marks[@]}" "$@"
+exec .venv/bin/pytest -n "${ECHOMQ_TEST_WORKERS:-4}" --dist worksteal "${marks[@]}" "$@"

@@ -21,6 +21,8 @@ from redis.cluster import ClusterNode, RedisCluster
 from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, ClusterConnector, Connector
 from echomq.servers.local_cluster import LocalCluster
 from echomq.servers.server import EmbeddedValkey, server_url_from_env
+from tests.balance import pytest_collection_modifyitems  # noqa: F401  (the longest tests first)
+from tests.cpu_use import pytest_runtest_protocol  # noqa: F401  (ECHOMQ_TEST_CPU=DIR: per-test CPU)
 
 _names = itertools.count()
 _ECHOMQ = Path(__file__).parent / "echomq"

@@ -17,6 +17,7 @@ from codemojex.service import Services
 from codemojex.wallet import migrate
 from echomq import AsyncConnector
 from tests.codemojex.support import drop_database, make_database
+from tests.cpu_use import track_pgdata
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +25,7 @@ def pg_server() -> Iterator[PgServer]:
     """The session's PostgreSQL server (fault tests restart it when it is embedded)."""
     server = PgServer.from_env()
     server.start()
+    track_pgdata(getattr(server, "_pgdata", None))
     try:
         yield server
     finally:

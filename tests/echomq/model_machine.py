@@ -706,10 +706,12 @@ class QueueMachine(RuleBasedStateMachine):
         self._claim(CAP, LONG)
 
     @op(when=lambda self: self.gated() and not self.ref.paused and not self.ref.rate
-        and not self.ref.lane_rate and self.ref.vtime <= PRIORITY_AGE)
-    def history(self) -> None:
+        and not self.ref.lane_rate and self.ref.vtime <= PRIORITY_AGE, lane=st.sampled_from(["f", "g"]))
+    def history(self, lane: str) -> None:
         """1,050 jobs through lane h (admitted, claimed, completed): the lanes' virtual time
-        passes AGE, where a plain job scored 0 used to overtake a level-1 job."""
+        passes AGE, where a plain job scored 0 used to overtake a level-1 job; then that
+        comparison at once (``plain_versus_laned`` at level 1), which the random steps
+        after a history reached about once in three rounds of examples."""
         jobs = [generate("JOB") for _ in range(PRIORITY_AGE + 50)]
         assert set(self.q.admit_many([(i, b"", "h") for i in jobs])) == {Verdict.ENQUEUED}
         for i in jobs:
@@ -724,6 +726,8 @@ class QueueMachine(RuleBasedStateMachine):
                 self.ref.complete(x.id, x.attempt, False, (t0, t1))
             self.leases = [x for x in self.leases if x.id not in mine]
         self.ref.seen["history past AGE"] += 1
+        if self.live() < CAP - 3:
+            self.plain_versus_laned(1, lane)
 
     @op(2, when=lambda self: self.gated() and self.live() < CAP - 3 and not self.ref.paused,
         prio=st.integers(1, 3), lane=st.sampled_from(["f", "g"]))

@@ -1,0 +1,76 @@
+"""The order the parallel run hands tests out in: the longest first, one share per worker.
+
+``scripts/test.sh`` runs pytest-xdist with ``--dist worksteal``: the collection is cut into
+one contiguous share per worker, each worker runs its share in order, and a worker that
+runs out takes the second half of the longest queue left. A long test far down a share
+then runs last, alone, with the other workers idle (the full run once spent 15 minutes on
+the model test with 37 tests queued behind it). So the known long tests (their wall times
+from a profile: ``ECHOMQ_TEST_CPU=DIR``, then ``python scripts/suite_cpu.py DIR``) are dealt,
+longest first, to the share with the least work, and each share starts with its long
+tests; every other test keeps its place (a module's tests stay together, so module-wide
+fixtures start once per worker). A test missing from the list only loses its head start.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# test function -> seconds on a loaded machine (the full run, 2026-12-03)
+LONG: dict[str, float] = {
+    "test_wheel_installed_in_a_fresh_venv_runs_a_job": 390,
+    "test_protocol_matches_its_model": 300,
+    "test_a_season_through_the_front_door_survives_kills_and_restarts": 240,
+    "test_every_parent_released_exactly_once_under_kill_9": 170,
+    "test_the_readme_runs_the_bot_with_polling_then_with_a_webhook": 144,
+    "test_sharded_queue_matches_its_model_on_the_cluster": 140,
+    "test_chaos_60s_loses_nothing_and_keeps_the_books": 129,
+    "test_ctrl_c_during_codemojex_play_20_times": 110,
+    "test_the_game_on_the_cluster_rides_out_a_primary_killed_under_it": 80,
+    "test_money_holds_and_every_round_settles_under_postgresql_faults": 71,
+    "test_settlements_and_charges_concurrently_never_deadlock": 67,
+    "test_kill_9_mid_round_on_the_cluster_then_resume_settles_every_round": 62,
+    "test_a_killed_chaos_run_leaves_no_process_behind": 62,
+    "test_partitions_of_the_queue_primary": 60,
+    "test_the_schedule_command": 49,
+    "test_flows_match_their_model": 49,
+    "test_echomq_search_pages_with_a_cursor_and_filters": 47,
+    "test_100k_expired_leases_are_reaped_in_bounded_calls": 43,
+    "test_kill_9_at_a_milestone_then_the_same_command_finishes": 43,
+    "test_primary_kill_9_failover_and_restart_under_load": 43,
+    "test_three_reapers_and_four_consumers_requeue_each_expired_lease_once": 38,
+    "test_reshard_moves_every_job_and_stale_clients_follow": 38,
+    "test_postgres_outage_kills_jobs_and_every_round_still_settles": 38,
+    "test_kill_9_mid_round_then_resume_settles_every_round": 32,
+    "test_a_notifier_killed_after_the_send_does_not_send_again": 31,
+}
+
+
+def _weight(item: pytest.Item) -> float:
+    return LONG.get(getattr(item, "originalname", item.name), 0.0)
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2 or len(items) < 2 * workers:
+        return
+    long = sorted((i for i in items if _weight(i)), key=_weight, reverse=True)
+    rest = [i for i in items if not _weight(i)]
+    # worksteal's first cut: share k gets len(pending) // (workers - k) of what is left
+    sizes, left = [], len(items)
+    for k in range(workers):
+        sizes.append(left // (workers - k))
+        left -= sizes[-1]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for item in long:
+        open_ = [k for k in range(workers) if len(shares[k]) < sizes[k]]
+        k = min(open_, key=lambda k: load[k])
+        shares[k].append(item)
+        load[k] += _weight(item)
+    it = iter(rest)
+    for k in range(workers):
+        shares[k] += [next(it) for _ in range(sizes[k] - len(shares[k]))]
+    items[:] = [i for share in shares for i in share]
