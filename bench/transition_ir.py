@@ -135,7 +135,8 @@ def main() -> None:
                 await q.enqueue_many([(i, b"x" * 64) for i in ids])
             else:  # 256 lanes, so a serial lane never holds a claim back here
                 lanes = f in ("lane", "serial")
-                await q.admit_many([(i, b"x" * 64, f"L{j % 256}" if lanes else None) for j, i in enumerate(ids)],
+                items = [(i, b"x" * 64, f"L{j % 256}" if lanes else None) for j, i in enumerate(ids)]
+                await q.admit_many(items,  # type: ignore[arg-type]
                                    serial=f == "serial", priority=1 if f == "priority" else 0,
                                    timeout_ms=60_000 if f == "timeout" else None)
             if f == "rate":  # a queue rate limit that never holds a claim back here
@@ -190,8 +191,8 @@ def main() -> None:
             time.sleep(0.5)
             res[phase] = total() / jobs if jobs else 0.0
         if a.interleave:
-            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} {a.feature} interleaved: claim + complete "
-                  f"{res['claim']:,.0f} Ir/job")
+            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} {a.feature} interleaved: "
+                  f"claim + complete {res['claim']:,.0f} Ir/job")
         else:
             print(f"batch {b} window {a.window} trim {a.trim} jobs {n}: claim {res['claim']:,.0f} Ir/job, "
                   f"complete {res['complete']:,.0f} Ir/job")
