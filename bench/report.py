@@ -224,6 +224,8 @@ def main() -> None:
           {sname: g(fig[sname], "memory", "bytes_per_job") for sname in systems}))
     w("\nRaw data, with the top `INFO commandstats` entries of every run and every attempt's noise: "
       "[results.json](results.json).")
+    w("\nThe server's instructions per transition, which the machine's load does not move "
+      "(`bench/transition_ir.py`, not part of this run): [transitions.md](transitions.md).")
     (OUT / "README.md").write_text("\n".join(L) + "\n")
     print(targets.table(rows))
 
