@@ -115,7 +115,9 @@ def main() -> None:
                       ("batch_random", "enqueue_batch.lua as enqueue_many sends it, random ids"),
                       ("batch_seq_time", "enqueue_batch.lua in lists of 1,000, time-ordered ids"),
                       ("enqueue_time", "enqueue.lua, one call per job, time-ordered ids"),
-                      ("enqueue_random", "enqueue.lua, one call per job, random ids")):
+                      ("enqueue_random", "enqueue.lua, one call per job, random ids"),
+                      ("drain", "the drain: complete_batch + claim + peek per flush of 32, as a Consumer "
+                                "sends them")):
         x = lim.get(key)
         if x:
             w(f"| {what} | {x['n']:,} | {x['rate']:,.0f}/s | {x['server_us']:.2f} | "
