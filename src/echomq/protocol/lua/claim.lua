@@ -43,7 +43,7 @@ local refused = fence(KEYS[4])
 if refused then return refused end
 local call, now = redis.call, now_ms()
 local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
-g.want = count -- the gate reads its log in slices of this many
+if g.on then g.want = count end -- the gate reads its log in slices of this many
 local due = fmt(now + lease) -- the deadline, formatted once (a score and a reply field)
 local out, gone, active, seen, leased, top, vtime = {}, {}, {}, {}, 0, 0, nil
 local function flush() -- the leases so far: off pending, onto active (<= 512 members a call)
