@@ -1,7 +1,7 @@
 """The server's own limit for admission, on the scripts the package ships, pre-encoded, pipelined.
 
-    .venv/bin/python bench/limit.py --jobs 200000 [--order time|random] [--script batch|enqueue]
-        [--calls-of 1000] [--url redis://...]
+    .venv/bin/python bench/limit.py --jobs 200000 [--order time|random] [--script batch|enqueue|drain]
+        [--calls-of 1000] [--batch 32] [--url redis://...]
 
 ``--script batch`` (the default): exactly the calls ``AsyncQueue.enqueue_many`` sends for N
 plain jobs: ``enqueue_batch.lua`` calls built by the same builder
@@ -19,6 +19,14 @@ while reader threads count the replies, so the server (pinned to its own core) i
 bottleneck: ``server_busy`` (server CPU ÷ wall time) near 1.0 shows it. Every job must be
 enqueued (``:1`` per enqueue.lua call, a ``1`` per job in each batch's verdict string),
 else the run fails.
+
+``--script drain [--batch 32]``: the drain's limit, measured the same way (issue 30 item
+2): N plain jobs admitted first (not timed), then the flushes a default ``Consumer`` sends
+to drain them at ``--batch`` jobs a flush (``complete_batch`` of the last flush's leases,
+``claim`` of the next with its spare candidates, the ``peek`` of the next window),
+pre-encoded and written from one thread while another reads to a final ``PING``. Every job
+must end done, else the run fails. The drain row divided by it says how much of the
+server's drain a worker process uses.
 """
 
 from __future__ import annotations
@@ -86,6 +94,92 @@ def batched(ids: list[str], payload: bytes, calls_of: int) -> tuple[str, str, li
             assert wire is not None
             chunks.append((wire, 2))
     return enc.script.sha, enc.script.source, chunks
+
+
+def call_wire(call: Any) -> bytes:
+    """One protocol Call as the RESP of its EVALSHA."""
+    keys = [x.encode() if isinstance(x, str) else x for x in call.keys]
+    args = [x.encode() if isinstance(x, str) else x if isinstance(x, bytes) else str(x).encode()
+            for x in call.args]
+    return resp([b"EVALSHA", call.script.sha.encode(), str(len(keys)).encode(), *keys, *args])
+
+
+def drained(ids: list[str], payload: bytes, batch: int) -> tuple[list[str], list[tuple[bytes, int]]]:
+    """The drain's limit (issue 30 item 2): the flushes a default Consumer sends to drain
+    ``ids`` (already pending, FIFO) at ``batch`` jobs a flush, pre-encoded: each flush is
+    ``complete_batch`` of the last flush's leases (attempt 1, no result), ``claim`` of the
+    next ``batch`` with ``batch + max(batch, 32)`` candidates (``AsyncQueue._settle_parking``)
+    and the ``peek`` of the next window (``2 * batch + 16``, the Consumer's). Returns the
+    scripts' sources and the chunks (one per flush; a reply-line count of 0: the caller
+    reads until the final PING's reply)."""
+    from echomq import Lease
+    from echomq.core.model import QueueOptions
+    from echomq.protocol import calls as p
+
+    k, keep = QueueKeys.of(QUEUE), QueueOptions().keep_done_ms
+    chunks: list[tuple[bytes, int]] = []
+    last: list[Lease] = []
+    sources: dict[str, str] = {}
+    for a in range(0, len(ids) + batch, batch):
+        calls = []
+        if last:
+            calls.append(p.complete_batch(k, [(x, b"") for x in last], keep_ms=keep))
+        part = ids[a : a + batch]
+        if part:
+            cands = ids[a : a + batch + max(batch, 32)]
+            calls.append(p.claim(k, cands, count=len(part), lease_ms=60_000))
+            calls.append(p.peek(k, "pending", start=0, count=2 * batch + 16))
+        for c in calls:
+            sources[c.script.name] = c.script.source
+        chunks.append((b"".join(call_wire(c) for c in calls), 0))
+        last = [Lease(queue=QUEUE, id=i, attempt=1, payload=payload, lane=None, deadline_ms=0) for i in part]
+    return list(sources.values()), chunks
+
+
+def drain_measure(url: str, n: int, batch: int = 32, payload: bytes = b"x" * 64) -> dict[str, Any]:
+    """The drain's limit: N plain jobs admitted (not timed), then the flushes of
+    :func:`drained` written from one thread while this one reads, to a final PING."""
+    u = urlparse(url)
+    host, port = u.hostname or "127.0.0.1", u.port or 6379
+    r = redis.Redis(host=host, port=port)
+    r.flushall()
+    ids = generate_many("JOB", n)
+    _, source, fill = batched(ids, payload, 0)
+    r.script_load(source)
+    got: list[bytes] = []
+    blast(host, port, fill, got)
+    sources, chunks = drained(ids, payload, batch)
+    for src in sources:
+        r.script_load(src)
+    chunks.append((resp([b"PING"]), 0))
+    sock = socket.create_connection((host, port), timeout=300)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def write() -> None:
+        for c, _ in chunks:
+            sock.sendall(c)
+
+    t = threading.Thread(target=write)
+    s0 = server_cpu(r)
+    t0 = time.perf_counter()
+    t.start()
+    tail = b""
+    while not tail.endswith(b"+PONG\r\n"):
+        b = sock.recv(1 << 20)
+        if not b:
+            raise ConnectionError("server closed the connection")
+        tail = (tail + b)[-64:]
+    wall = time.perf_counter() - t0
+    s1 = server_cpu(r)
+    t.join()
+    sock.close()
+    done = int(r.zcard(f"emq:{{{QUEUE}}}:done"))
+    if done != n or r.zcard(f"emq:{{{QUEUE}}}:active") or r.zcard(f"emq:{{{QUEUE}}}:pending"):
+        raise SystemExit(f"drain limit run: {done} of {n} done")
+    return {"n": n, "rate": n / wall, "seconds": wall, "server_us": (s1 - s0) / n * 1e6,
+            "server_busy": (s1 - s0) / wall, "batch": batch,
+            "script": f"complete_batch + claim + peek per flush of {batch} jobs (as a default Consumer "
+                      f"sends them), pre-encoded, one connection"}
 
 
 def blast(host: str, port: int, chunks: list[tuple[bytes, int]], got: list[bytes]) -> None:
@@ -176,17 +270,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=200_000)
     ap.add_argument("--order", choices=("time", "random"), default="time")
-    ap.add_argument("--script", choices=("batch", "enqueue"), default="batch")
+    ap.add_argument("--script", choices=("batch", "enqueue", "drain"), default="batch")
+    ap.add_argument("--batch", type=int, default=32, help="--script drain: jobs per flush")
     ap.add_argument("--calls-of", type=int, default=0, help="split the jobs into lists of this many")
     ap.add_argument("--url", default="")
     a = ap.parse_args()
+    def run(url: str) -> dict[str, Any]:
+        if a.script == "drain":
+            return drain_measure(url, a.jobs, a.batch)
+        return measure(url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)
+
     if a.url:
-        print(json.dumps(measure(a.url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)))
+        print(json.dumps(run(a.url)))
         return
     from echomq.servers.server import EmbeddedValkey
 
     with EmbeddedValkey(appendonly=False) as srv:
-        print(json.dumps(measure(srv.url, a.jobs, a.order, script=a.script, calls_of=a.calls_of)))
+        print(json.dumps(run(srv.url)))
     sys.stdout.flush()
 
 

@@ -93,6 +93,11 @@ def evaluate(res: dict[str, Any]) -> list[dict[str, Any]]:
     d = g(e, "drain", "rate")
     row("drain, one consumer process, ÷ fastest peer (same N)", "11×", "≥ 15×",
         f"{d:,.0f} ÷ {pd:,.0f} ({bd}) = {d / pd:.1f}×", d / pd >= 15)
+    lim_d = g(res, "limits", "drain", "rate", default=0.0)
+    if lim_d:  # issue 30 item 2: the drain's own limit (bench/limit.py --script drain)
+        row("drain, one consumer process, ÷ the drain's limit (complete_batch + claim + peek "
+            "replayed at the consumer's batch, same N)", "—", "≥ 0.8×",
+            f"{d:,.0f} ÷ {lim_d:,.0f} = {d / lim_d:.2f}×", d / lim_d >= 0.8)
     p50, p99 = g(e, "latency", "p50_ms", default=99.0), g(e, "latency", "p99_ms", default=99.0)
     row("idle admission-to-handler latency p50 / p99", "0.8–1.4 / 3.6–4.7 ms", "≤ 0.5 / ≤ 2 ms",
         f"{p50:.2f} / {p99:.2f} ms ({g(e, 'latency', 'n'):.0f} samples)", p50 <= 0.5 and p99 <= 2)

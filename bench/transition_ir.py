@@ -88,6 +88,9 @@ def main() -> None:
     ap.add_argument("window", type=int)
     ap.add_argument("--jobs", type=int, default=2048)
     ap.add_argument("--trim", type=int, default=None, help="candidates the claim carries")
+    ap.add_argument("--feature", default="plain",
+                    choices=("plain", "lane", "serial", "priority", "timeout", "rate"),
+                    help="what the jobs use (admitted with admit_many's options; rate: a queue rate limit)")
     ap.add_argument("--interleave", action="store_true",
                     help="complete each batch before the next claim (the active set stays small)")
     a = ap.parse_args()
@@ -126,7 +129,19 @@ def main() -> None:
             q = AsyncQueue(conn, "q")
             if p is not None:
                 await q.fence()
-            await q.enqueue_many([(i, b"x" * 64) for i in generate_many("JOB", n)])
+            ids = generate_many("JOB", n)
+            f = a.feature
+            if f == "plain":
+                await q.enqueue_many([(i, b"x" * 64) for i in ids])
+            else:  # 256 lanes, so a serial lane never holds a claim back here
+                lanes = f in ("lane", "serial")
+                items = [(i, b"x" * 64, f"L{j % 256}" if lanes else None) for j, i in enumerate(ids)]
+                await q.admit_many(items,  # type: ignore[arg-type]
+                                   serial=f == "serial", priority=1 if f == "priority" else 0,
+                                   timeout_ms=60_000 if f == "timeout" else None)
+            if f == "rate":  # a queue rate limit that never holds a claim back here
+                from echomq import RateLimit
+                await q.set_limits(rate=RateLimit(max=100_000, per_ms=1000))
             await conn.aclose()
             return q
 
@@ -176,8 +191,8 @@ def main() -> None:
             time.sleep(0.5)
             res[phase] = total() / jobs if jobs else 0.0
         if a.interleave:
-            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} interleaved: claim + complete "
-                  f"{res['claim']:,.0f} Ir/job")
+            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} {a.feature} interleaved: "
+                  f"claim + complete {res['claim']:,.0f} Ir/job")
         else:
             print(f"batch {b} window {a.window} trim {a.trim} jobs {n}: claim {res['claim']:,.0f} Ir/job, "
                   f"complete {res['complete']:,.0f} Ir/job")

@@ -43,11 +43,17 @@ local refused = fence(KEYS[4])
 if refused then return refused end
 local call, now = redis.call, now_ms()
 local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
+if g.on then g.want = count end -- the gate reads its log in slices of this many
 local due = fmt(now + lease) -- the deadline, formatted once (a score and a reply field)
 local out, gone, active, seen, leased, top, vtime = {}, {}, {}, {}, 0, 0, nil
 local function flush() -- the leases so far: off pending, onto active (<= 512 members a call)
   if #gone > 0 then call('ZREM', KEYS[1], unpack(gone)) gone = {} end
-  if #active > 0 then call('ZADD', KEYS[2], unpack(active)) active = {} end
+  if #active > 0 then -- the last leased first: in a listpack (< 128 leases) each id then
+    local add = {}    -- lands before the equal deadlines just added, not after a walk past them
+    for x = #active, 1, -1 do add[#add + 1], add[#add + 2] = due, active[x] end
+    call('ZADD', KEYS[2], unpack(add))
+    active = {}
+  end
 end
 local i, n = 1, #ARGV - 2
 while i <= n and leased < count do -- one ZMSCORE per slice: which candidates are pending
@@ -66,7 +72,7 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
       elseif not (serial and (call('HGET', KEYS[5], lane) or id) ~= id) and (not g.on or gate_take(g, lane)) then
         local attempt = tonumber(row[5] or '0') + 1
         call('HSET', job, 'state', 'active', 'attempts', attempt)
-        gone[#gone + 1], active[#active + 1], active[#active + 2] = id, due, id
+        gone[#gone + 1], active[#active + 1] = id, id
         if line then
           if serial then call('HSET', KEYS[5], lane, id) end
           local tag = tonumber(score) + prio * AGE

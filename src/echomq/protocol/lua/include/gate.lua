@@ -5,7 +5,8 @@
 -- first, trimmed to max; a lane's log is its last lane_max lease times in lane_rate,
 -- indexed by its newest time in lane_seen (stale lanes are pruned there). A held-back job
 -- is not leased: it stays pending and no attempt is counted.
--- gate_open(meta, rate, lane_rate, lane_seen, now) -> g, one HMGET of meta; no write.
+-- gate_open(meta, rate, lane_rate, lane_seen, now) -> g, one HMGET of meta; no write. A
+--   caller that may take more than one lease sets g.want to how many (the log's read slice).
 -- gate_take(g, lane) -> true when one more lease fits (counted in g), else false with
 --   g.wait lowered to the ms until the first held token is due.
 -- gate_close(g): record the leases taken in the logs (the gate's only writes).
@@ -16,6 +17,16 @@ local function gate_open(meta, rate, lane_rate, lane_seen, now)
   return {on = true, now = now, paused = m[1] == '1', qmax = tonumber(m[2]), qms = tonumber(m[3]),
           lmax = tonumber(m[4]), lms = tonumber(m[5]), used = 0, logs = {}, wait = nil,
           rate = rate, lane_rate = lane_rate, lane_seen = lane_seen}
+end
+-- gate_log(g, back): the queue log's entry at index back (a number, or nil past its end),
+-- read in one LRANGE per slice of the leases the call may still take (g.want, default 1:
+-- a hand-off's one), not one LINDEX per lease; the log is written only by gate_close.
+local function gate_log(g, back)
+  if not g.qlog or back < g.qlo then
+    g.qlo = math.max(0, back - math.min(math.max((g.want or 1) - g.used, 1), 512) + 1)
+    g.qlog = redis.call('LRANGE', g.rate, g.qlo, back)
+  end
+  return tonumber(g.qlog[back - g.qlo + 1])
 end
 local function gate_hold(g, due)
   if not g.wait or due - g.now < g.wait then g.wait = due - g.now end
@@ -28,7 +39,7 @@ local function gate_take(g, lane)
     -- the max-th lease back from this one must be older than the window
     local back = g.qmax - g.used - 1
     local t = g.now
-    if back >= 0 then t = tonumber(redis.call('LINDEX', g.rate, back)) end
+    if back >= 0 then t = gate_log(g, back) end
     if t and t + g.qms > g.now then -- threshold: the queue's rate limit
       g.qfull = t + g.qms
       return gate_hold(g, g.qfull)
@@ -57,7 +68,9 @@ local function gate_close(g)
   if g.used == 0 then return end
   local now = g.now
   if g.qmax then
-    for i = 1, math.min(g.used, g.qmax) do redis.call('LPUSH', g.rate, now) end
+    local k, times = math.min(g.used, g.qmax), {} -- one LPUSH per 512 lease times
+    for i = 1, math.min(k, 512) do times[i] = now end
+    for s = 1, k, 512 do redis.call('LPUSH', g.rate, unpack(times, 1, math.min(512, k - s + 1))) end
     redis.call('LTRIM', g.rate, 0, g.qmax - 1)
     redis.call('PEXPIRE', g.rate, g.qms)
   end
