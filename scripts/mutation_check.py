@@ -2,14 +2,17 @@
 time, and see the model test (tests/echomq/model_machine.py) catch it.
 
     python scripts/mutation_check.py [--runs 20] [--need 19] [--examples 12] [--steps 40]
-                                     [--jobs 2] [--only NAME] [--report reports/mutation.md]
+                                     [--jobs 2] [--only NAME[,NAME...]]
+                                     [--report docs/mutation.md [--update]]
 
 For each mutant the package is copied to a temporary directory with one Lua line
 changed, and a child process (``PYTHONPATH`` pointing at the copy; it checks that the
 copy is what it imported) runs the model test ``--runs`` times with fresh random seeds,
-generation only (no shrinking, no example database), on one embedded server. A run
-that fails kills the mutant. The unmutated package runs the same way first: it must
-pass every run, or a kill would mean nothing.
+generation only (no shrinking, no example database), on one embedded server, and the
+mutant's targeted probes (``Mutant.probes``, tests/echomq/mutation_probes.py), which drive
+its fenced case directly. A run that fails kills the mutant. The unmutated package runs
+the same way first (with every probe): it must pass every run, or a kill would mean
+nothing.
 
 Every mutant names its file and the exact text it changes; a target that is missing or
 ambiguous stops the script before anything runs (tests/echomq/test_mutation_targets.py
@@ -24,6 +27,7 @@ Exit status 0 when the baseline passes and every mutant is killed in at least
 from __future__ import annotations
 
 import argparse
+import asyncio
 import concurrent.futures
 import json
 import os
@@ -34,6 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "echomq"
@@ -49,6 +54,10 @@ class Mutant:
     new: str  # what it becomes ('' removes it)
     why: str
     test: str = ""  # a pytest node that kills it instead of the model machine (below)
+    # Targeted probes (tests/echomq/mutation_probes.py) run in every run besides the model
+    # test: each drives the fenced case directly, so the kill does not wait on random steps.
+    probes: tuple[str, ...] = ()
+    model: bool = True  # False: the model test never runs this script (only the probes)
 
 
 def _guard(script: str, what: str, old: str) -> Mutant:
@@ -101,7 +110,8 @@ MUTANTS: list[Mutant] = [
                "if failures > (tonumber(row[3]) or limit) then", "limit off by one"),
         Mutant(f"{s}: ignores the job's own limit", f"{s}.lua",
                "if failures >= (tonumber(row[3]) or limit) then",
-               "if failures >= limit then", "per-job max_attempts ignored"),
+               "if failures >= limit then", "per-job max_attempts ignored",
+               probes=("reap_applies_the_jobs_own_limit",) if s == "reap" else ()),
     )),
     Mutant("schedule: admits ticks not yet due", "schedule.lua",
            "if tick > now then break end", "", "server clock check removed"),
@@ -130,7 +140,8 @@ MUTANTS: list[Mutant] = [
            "local back = g.qmax - g.used - 1", "local back = g.qmax - g.used",
            "queue rate off by one"),
     Mutant("gate: no lane rate limit", "include/gate.lua",
-           "if t and t + g.lms > g.now then", "if false then", "lane rate threshold removed"),
+           "if t and t + g.lms > g.now then", "if false then", "lane rate threshold removed",
+           probes=("lane_rate_limit_holds",)),
     Mutant("handoff: no claim gate", "include/handoff.lua",
            "if g.on and not gate_take(g, nil) then return false end", "",
            "hand-off bypasses pause and the queue rate limit (the model's park_then_enqueue "
@@ -146,7 +157,7 @@ MUTANTS: list[Mutant] = [
            "if settled < tonumber(row[2]) - 1 then return 1 end", "release one child early"),
     Mutant("flow_parent: counts a repeated notice (double release)", "flow_parent.lua",
            "if redis.call('HGET', KEYS[1], field) ~= '' then return 0 end", "",
-           "the once-per-child check removed"),
+           "the once-per-child check removed", probes=("flow_notice_counts_once",)),
     Mutant("flow_parent: settles a parent that no longer waits (double release)", "flow_parent.lua",
            "if row[1] ~= 'waiting' then return 0 end", "", "the waiting check removed"),
     Mutant("flow_parent: tombstones an admitted parent", "flow_parent.lua",
@@ -154,7 +165,7 @@ MUTANTS: list[Mutant] = [
            "the repair undoes a committed flow"),
     Mutant("flow_start: starts a child that is not held", "flow_start.lua",
            "if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end", "",
-           "a finished child runs again"),
+           "a finished child runs again", probes=("flow_start_leaves_a_finished_child",)),
     Mutant("flow_child: drops a child that is not held", "flow_child.lua",
            "if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end", "",
            "a cancelled flow deletes its children's rows"),
@@ -183,7 +194,7 @@ MUTANTS: list[Mutant] = [
            "redis.call('HGET', KEYS[4], 'vtime') or '0'", "0", "the old rule on admission"),
     Mutant("enqueue_batch: plain jobs score 0", "enqueue_batch.lua",
            "local tag = redis.call('HGET', KEYS[3], 'vtime') or '0'", "local tag = '0'",
-           "the old rule on batch admission"),
+           "the old rule on batch admission", probes=("batch_plain_job_is_tagged_on_vtime",)),
     # dedupe windows (issue 28 item 2): not steps of the model machine; each is killed by
     # the deterministic API test named (one pytest run, on one server, stands for all runs)
     Mutant("throttle: ignores the window", "throttle.lua",
@@ -207,6 +218,24 @@ MUTANTS: list[Mutant] = [
            "if holder and holder ~= guess then return {3, holder} end", "",
            "the peek-then-act fence removed",
            _DEDUPE + "::test_debounce_replaces_the_waiting_holder_and_moves_its_due_time"),
+    # one id, one job across a sharded queue (decision 0040): the reservation in the id's
+    # home shard; the model test runs one queue, so these meet their probes only
+    Mutant("reserve: a takeover ignores what it read", "reserve.lua",
+           "if ARGV[5] ~= '' and row[2] == ARGV[5] and row[3] == ARGV[6] then",
+           "if ARGV[5] ~= '' then", "the owner/time fence of a takeover removed (two repairers "
+           "both take over)", probes=("reserve_takeover_is_fenced",), model=False),
+    Mutant("reserve: a resend is refused by its own reservation", "reserve.lua",
+           "if row[2] == ARGV[2] then return {'reserved', row[2], row[3]} end", "",
+           "the same-shard check removed (a resend after the first step answers DUPLICATE, "
+           "no job admitted)", probes=("reserve_resend_completes",), model=False),
+    Mutant("reserve: a crashed reservation is never repaired", "reserve.lua",
+           "if now - tonumber(row[3]) >= window then", "if false then",
+           "the repair window never ends (the id is refused for ever, no job)",
+           probes=("reserve_stale_is_repaired",), model=False),
+    Mutant("reserve: a young reservation is repaired away", "reserve.lua",
+           "if now - tonumber(row[3]) >= window then", "if true then",
+           "no repair window (a live admission's reservation taken over)",
+           probes=("reserve_young_is_respected",), model=False),
 ]
 
 
@@ -249,6 +278,33 @@ def check_targets(lua: Path, mutants: list[Mutant] = MUTANTS) -> None:
         raise TargetError("mutation targets out of date:\n  " + "\n  ".join(problems))
 
 
+PREAMBLE = """# Mutation check of the Lua scripts (the last full run)
+
+Regenerate:
+`.venv/bin/python scripts/mutation_check.py --runs 20 --need 19 --jobs 2 --report docs/mutation.md`
+(about 10 minutes on this 2-core machine; exit 1 while a mutant survives); chosen rows
+only: `--only NAME[,NAME...] --update`. A surviving mutant names a guarantee the model
+test and the probes (tests/echomq/mutation_probes.py) do not yet hold the Lua to.
+
+"""
+
+
+def _row(lua: Path, m: Mutant, killed: str) -> str:
+    return f"| {m.name} | `src/echomq/protocol/lua/{m.file}:{line_of(lua, m)}` | {m.why} | {killed} |"
+
+
+def _parse(report: str) -> tuple[dict[str, str], str]:
+    """The rows of an earlier report by mutant name, and its head (its "Mutation check at"
+    and "Rows updated at" lines)."""
+    rows, head = {}, []
+    for line in report.splitlines():
+        if line.startswith("| ") and not line.startswith("| mutant |"):
+            rows[line[2:].split(" | ", 1)[0]] = line
+        elif line.startswith(("Mutation check at", "Rows updated at")):
+            head.append(line)
+    return rows, "".join(h + "\n\n" for h in head)
+
+
 def line_of(lua: Path, m: Mutant) -> int:
     return next(i for i, line in enumerate((lua / m.file).read_text().splitlines(), 1) if m.old in line)
 
@@ -284,21 +340,38 @@ def child(copy: Path, url: str, runs: int, examples: int, steps: int, mutant: st
                           "why": [f"{test} failed"] if rc else []}))
         return
     from hypothesis import Phase
+    from tests.echomq.mutation_probes import PROBES
     from tests.echomq.test_model import run_flow_machine, run_machine
 
+    m = next((m for m in MUTANTS if m.name == mutant), None)
+    probes = sorted(PROBES) if m is None else list(m.probes)  # the baseline: every probe
     killed, why = 0, []
-    for _ in range(runs):
+    for run in range(runs):
         try:
             # a flow mutant meets the flow machine (tests/echomq/model_flows.py)
             # (the baseline meets both)
             machines = [run_flow_machine] if "flow" in mutant else [run_machine]
+            if m is not None and not m.model:
+                machines = []
             for machine in machines + ([run_flow_machine] if mutant == "baseline" else []):
                 machine(url, False, examples=examples, steps=steps, phases=[Phase.generate],
                         database=None, print_blob=False)
+            for n, probe in enumerate(probes):
+                asyncio.run(_probe(PROBES[probe], url, f"probe-{os.getpid()}-{run}-{n}"))
         except Exception as exc:  # a failed run: the mutant was seen
             killed += 1
             why.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
     print(json.dumps({"mutant": mutant, "killed": killed, "runs": runs, "why": why[:3]}))
+
+
+async def _probe(probe: Any, url: str, name: str) -> None:
+    from echomq import AsyncConnector
+
+    conn = AsyncConnector.from_url(url)
+    try:
+        await probe(conn, name)
+    finally:
+        await conn.aclose()
 
 
 def run_one(m: Mutant | None, url: str, args: argparse.Namespace) -> dict[str, object]:
@@ -324,8 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=12)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", default=None, help="run the mutants whose name contains this")
+    ap.add_argument("--only", default=None,
+                    help="run the mutants whose name contains this (comma-separated: any of these)")
     ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--update", action="store_true",
+                    help="with --report: rewrite only the rows of the mutants run (the others "
+                         "keep their last figures) and add a note under the table's head")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--mutant", help=argparse.SUPPRESS)
@@ -336,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
 
     lua = PACKAGE / "protocol" / "lua"
     check_targets(lua)
-    chosen = [m for m in MUTANTS if not args.only or args.only in m.name]
+    names = [n.strip() for n in (args.only or "").split(",") if n.strip()]
+    chosen = [m for m in MUTANTS if not names or any(n in m.name for n in names)]
     sys.path.insert(0, str(ROOT / "src"))
     from echomq.servers.server import EmbeddedValkey
 
@@ -354,21 +432,27 @@ def main(argv: list[str] | None = None) -> int:
                 m, r = futures[fut], fut.result()
                 results[m.name] = r
                 print(f"{m.name}: killed {r['killed']}/{r['runs']} ({r['seconds']} s)", flush=True)
-    rows = ["| mutant | file:line | change | killed |", "|---|---|---|---|"]
-    survivors = []
+    survivors, fresh = [], {}
     for m in chosen:
         r = results[m.name]
         k = int(r["killed"])  # type: ignore[call-overload]
         if k < args.need:
             survivors.append(m.name)
-        rows.append(f"| {m.name} | `src/echomq/protocol/lua/{m.file}:{line_of(lua, m)}` | {m.why} | "
-                    f"{k}/{r['runs']}{'' if k >= args.need else ' **SURVIVES**'} |")
+        fresh[m.name] = _row(lua, m, f"{k}/{r['runs']}{'' if k >= args.need else ' **SURVIVES**'}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    head = (f"Mutation check at `{commit}`: {len(chosen)} mutants, {args.runs} runs each of the model "
-            f"test ({args.examples} examples x {args.steps} steps, generation only, single server); "
-            f"baseline 0/{args.runs} failed; killed in at least {args.need}/{args.runs} required; "
-            f"{time.monotonic() - t0:.0f} s.\n\n")
+    what = (f"{args.runs} runs each of the model test ({args.examples} examples x {args.steps} "
+            f"steps, generation only, single server) and of the mutant's probes; baseline "
+            f"0/{args.runs} failed; killed in at least {args.need}/{args.runs} required; "
+            f"{time.monotonic() - t0:.0f} s")
+    old_rows, head = {}, f"Mutation check at `{commit}`: {len(chosen)} mutants, {what}.\n\n"
+    if args.update and args.report and args.report.exists():
+        old_rows, old_head = _parse(args.report.read_text())
+        head = old_head + (f"Rows updated at `{commit}` ({len(chosen)} mutants: "
+                           f"{', '.join(m.name for m in chosen)}): {what}.\n\n")
+    rows = ["| mutant | file:line | change | killed |", "|---|---|---|---|"]
+    for m in MUTANTS if args.update else chosen:
+        rows.append(fresh.get(m.name) or old_rows.get(m.name) or _row(lua, m, "not run"))
     table = head + "\n".join(rows) + "\n"
     if EQUIVALENT:
         table += ("\nMarked checks with no mutant (equivalent: removing them cannot change "
@@ -377,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text("# Mutation check of the Lua scripts\n\n" + table)
+        args.report.write_text(PREAMBLE + table)
     if survivors:
         print(f"surviving mutants: {survivors}")
         return 1

@@ -105,6 +105,7 @@ ASYNC_ONLY = {
     "test_seam.py": "checks both seams (the async one and its generated copy) itself",
     "test_bytes_bounded.py": "bounds of the protocol layer both APIs share; memory runs on own servers",
     "test_priority_history.py": "a property over the server's claim order: the scripts', whichever API",
+    "test_mutation_probes.py": "probes shared with scripts/mutation_check.py, which runs them in asyncio",
     "test_one_id_across_shards.py": "kills a producer process between its two steps; reshard runs",
     "test_sharded_name.py": "the refusal is the scripts' version check, whichever API calls them",
     "test_online_reshard.py": "producers and a ShardedConsumer run as asyncio tasks during the reshard",

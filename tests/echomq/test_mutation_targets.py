@@ -51,3 +51,27 @@ def test_a_marked_check_without_a_mutant_fails_loudly(tmp_path: Path) -> None:
                                    + "if x then return 0 end -- fence: a new check\n")
     with pytest.raises(mc.TargetError, match="no mutant removes"):
         mc.check_targets(lua)
+
+
+def test_every_probe_a_mutant_names_exists() -> None:
+    from tests.echomq.mutation_probes import PROBES
+
+    mc = _load()
+    named = {p for m in mc.MUTANTS for p in m.probes}
+    assert named <= set(PROBES), named - set(PROBES)
+    assert all(m.probes for m in mc.MUTANTS if not m.model)  # no mutant is run by nothing
+
+
+def test_an_update_rewrites_only_the_rows_run(tmp_path: Path) -> None:
+    mc = _load()
+    lua = ROOT / "src" / "echomq" / "protocol" / "lua"
+    first, second = mc.MUTANTS[0], mc.MUTANTS[1]
+    earlier = (mc.PREAMBLE + "Mutation check at `abc`: 2 mutants.\n\n"
+               "| mutant | file:line | change | killed |\n|---|---|---|---|\n"
+               + mc._row(lua, first, "17/20 **SURVIVES**") + "\n" + mc._row(lua, second, "20/20")
+               + "\n")
+    rows, head = mc._parse(earlier)
+    assert head == "Mutation check at `abc`: 2 mutants.\n\n"
+    assert mc._parse(earlier.replace("Mutation check", "Some words.\n\nMutation check"))[1] == head
+    assert rows == {first.name: mc._row(lua, first, "17/20 **SURVIVES**"),
+                    second.name: mc._row(lua, second, "20/20")}

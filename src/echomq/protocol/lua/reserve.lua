@@ -48,7 +48,7 @@ if not row[1] then
   return {'reserved', ARGV[2], fmt(now)}
 end
 if row[1] ~= 'reserved' then return {'job', row[1], ''} end
-if ARGV[5] ~= '' and row[2] == ARGV[5] and row[3] == ARGV[6] then
+if ARGV[5] ~= '' and row[2] == ARGV[5] and row[3] == ARGV[6] then -- fence: the takeover
   if ARGV[2] == '' then
     redis.call('HDEL', KEYS[1], 'state', 'shard', 'at') -- its only fields: the row is gone
     return {'free', '', ''}
@@ -56,6 +56,6 @@ if ARGV[5] ~= '' and row[2] == ARGV[5] and row[3] == ARGV[6] then
   redis.call('HSET', KEYS[1], 'shard', ARGV[2], 'at', fmt(now))
   return {'reserved', ARGV[2], fmt(now)}
 end
-if row[2] == ARGV[2] then return {'reserved', row[2], row[3]} end
-if now - tonumber(row[3]) >= window then return {'stale', row[2], row[3]} end
+if row[2] == ARGV[2] then return {'reserved', row[2], row[3]} end -- fence: this shard's own
+if now - tonumber(row[3]) >= window then return {'stale', row[2], row[3]} end -- threshold: the repair window
 return {'held', row[2], row[3]}

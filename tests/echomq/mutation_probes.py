@@ -1,0 +1,152 @@
+"""Targeted probes: each drives one fenced or threshold case of the Lua directly, so the
+mutant that removes it is killed on every run, not only when random model steps happen
+to reach it (issue 29 item 6). ``tests/echomq/test_mutation_probes.py`` runs them on the
+server and the 3+3 cluster; ``scripts/mutation_check.py`` runs a mutant's probes (its
+``probes``) in every run, besides the model test.
+
+Each probe is ``async def probe(conn, name)``: a connector and a queue name no one else
+uses; it raises AssertionError when the server does not keep the guarantee.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from echomq import AsyncQueue, AsyncShardedQueue, QueueOptions, RateLimit, Verdict, generate
+from echomq.protocol.flows import flow_parent, flow_start, member
+from echomq.protocol.reservations import decode_reservation, reserve
+
+Probe = Callable[[Any, str], Awaitable[None]]
+
+
+async def reap_applies_the_jobs_own_limit(conn: Any, name: str) -> None:
+    """A job admitted with max_attempts=1 whose lease expired is dead after one reap,
+    though the consumer's default allows five attempts."""
+    q = AsyncQueue(conn, name, options=QueueOptions(max_attempts=5))
+    jid = generate("JOB")
+    await q.admit(jid, b"x", max_attempts=1)
+    assert [lease.id for lease in await q.claim(1, lease_ms=1)] == [jid]
+    give_up = time.monotonic() + 10
+    while not sum(await q.reap()):  # the 1 ms lease expires on the server's clock
+        assert time.monotonic() < give_up, "the lease never expired"
+    row = await q.job(jid)
+    assert row is not None and row["state"] == b"dead", row
+
+
+async def lane_rate_limit_holds(conn: Any, name: str) -> None:
+    """Under a lane limit of 1 lease a minute, a claim of 3 leases one job per lane."""
+    q = AsyncQueue(conn, name)
+    await q.set_limits(lane_rate=RateLimit(1, 60_000))
+    for lane in ("a", "a", "b"):
+        await q.admit(generate("JOB"), b"x", lane=lane)
+    got = await q.claim(3, lease_ms=60_000)
+    assert len(got) == 2, got
+    assert (await q.stats()).pending == 1
+
+
+async def flow_notice_counts_once(conn: Any, name: str) -> None:
+    """A child's notice delivered twice (the relay died between settle and ack) counts
+    once: the parent of two children waits for the second."""
+    q = AsyncQueue(conn, name)
+    pid, c1, c2 = generate("JOB"), generate("JOB"), generate("JOB")
+    await q.admit_flow(parent=(pid, b"p"), children=[(name, c1, b"1"), (name, c2, b"2")])
+    leases = {lease.id: lease for lease in await q.claim(2, lease_ms=60_000)}
+    assert set(leases) == {c1, c2}
+    await q.complete(leases[c1], b"")
+    settle = flow_parent(q.k, "settle", pid, member(c1, name), "done")
+    assert await conn.run(settle) == 1
+    assert await conn.run(settle) == 0  # the repeat changes nothing
+    row = await q.job(pid)
+    assert row is not None and row["state"] == b"waiting" and row["settled"] == b"1", row
+
+
+async def flow_start_leaves_a_finished_child(conn: Any, name: str) -> None:
+    """The producer's last step run again after its child finished (a retry, or the
+    repair) leaves the child done: it does not run twice."""
+    q = AsyncQueue(conn, name)
+    pid, child = generate("JOB"), generate("JOB")
+    await q.admit_flow(parent=(pid, b"p"), children=[(name, child, b"k")])
+    (lease,) = await q.claim(1, lease_ms=60_000)
+    assert lease.id == child
+    await q.complete(lease, b"")
+    assert await conn.run(flow_start(q.k, child)) == 0
+    row = await q.job(child)
+    assert row is not None and row["state"] == b"done", row
+    assert (await q.stats()).pending == 0  # nothing runs again (the parent waits for the relay)
+
+
+async def batch_plain_job_is_tagged_on_vtime(conn: Any, name: str) -> None:
+    """After 1,001 laned jobs were claimed (vtime 1,001), a level-1 job admitted before a
+    batch of plain jobs is claimed before them (its tag 1,002 - 1,000 < vtime): a batch's
+    plain job scored 0 would go first."""
+    q = AsyncQueue(conn, name)
+    history = [(generate("JOB"), b"h", "h") for _ in range(1001)]
+    assert await q.admit_many(history) == [Verdict.ENQUEUED] * 1001
+    assert len(await q.claim(1001, lease_ms=60_000)) == 1001
+    urgent = generate("JOB")
+    await q.admit(urgent, b"u", priority=1)
+    assert await q.enqueue_many([(generate("JOB"), b"p") for _ in range(2)]) == \
+        [Verdict.ENQUEUED] * 2
+    (first,) = await q.claim(1, lease_ms=60_000)
+    assert first.id == urgent
+
+
+async def _split(conn: Any, name: str, lane: str, window_ms: int = 10_000) -> tuple[
+        AsyncShardedQueue, str, AsyncQueue, AsyncQueue]:
+    """A 3-shard queue and an id whose lane's shard is not its home: (queue, id, home, target)."""
+    q = AsyncShardedQueue(conn, name, shards=3, reserve_window_ms=window_ms)
+    await q.open()
+    jid = next(j for j in (generate("JOB") for _ in range(100))
+               if q.layout.index(j, lane) != q.layout.index(j))
+    return q, jid, q.shards[q.layout.index(jid)], q.shards[q.layout.index(jid, lane)]
+
+
+async def reserve_resend_completes(conn: Any, name: str) -> None:
+    """A resend whose first send reserved (its reply lost) finds its own reservation."""
+    q, jid, home, target = await _split(conn, name, "l")
+    assert decode_reservation(await conn.run(reserve(home.k, jid, target.name))).verdict == "reserved"
+    assert await q.admit(jid, b"x", lane="l") is Verdict.ENQUEUED
+    assert (await q.stats()).pending == 1
+
+
+async def reserve_young_is_respected(conn: Any, name: str) -> None:
+    """A reservation younger than the window is its admission's: others are DUPLICATE."""
+    q, jid, home, target = await _split(conn, name, "l")
+    await conn.run(reserve(home.k, jid, target.name))
+    assert await q.admit(jid, b"x") is Verdict.DUPLICATE
+    third = next(f"lane-{i}" for i in range(100) if q.shard_for(jid, f"lane-{i}") not in
+                 (home, target))
+    assert await q.admit(jid, b"x", lane=third) is Verdict.DUPLICATE
+    assert (await q.stats()).pending == 0
+
+
+async def reserve_stale_is_repaired(conn: Any, name: str) -> None:
+    """A reservation whose producer died (window 0: stale at once) is taken over by the
+    next admission; the dead producer's late second step meets the void."""
+    q, jid, home, target = await _split(conn, name, "l", window_ms=0)
+    await conn.run(reserve(home.k, jid, target.name))
+    assert await q.admit(jid, b"x") is Verdict.ENQUEUED
+    assert await target.admit(jid, b"late", lane="l") is Verdict.DUPLICATE
+    assert (await q.stats()).pending == 1
+
+
+async def reserve_takeover_is_fenced(conn: Any, name: str) -> None:
+    """Two repairers read the same stale reservation: the second one's takeover, fenced on
+    the owner and time it read, changes nothing once the first replaced it."""
+    _, jid, home, _ = await _split(conn, name, "l")
+    first = decode_reservation(await conn.run(reserve(home.k, jid, "s1")))
+    won = decode_reservation(await conn.run(reserve(home.k, jid, "s2", owner="s1", at=first.at)))
+    assert won.verdict == "reserved" and won.shard == "s2"
+    lost = decode_reservation(await conn.run(reserve(home.k, jid, "", owner="s1", at=first.at)))
+    assert lost.verdict in {"held", "stale"} and lost.shard == "s2", lost
+    lost = decode_reservation(await conn.run(reserve(home.k, jid, "s3", owner="s1", at=first.at)))
+    assert lost.shard == "s2", lost
+
+
+PROBES: dict[str, Probe] = {p.__name__: p for p in (
+    reap_applies_the_jobs_own_limit, lane_rate_limit_holds, flow_notice_counts_once,
+    flow_start_leaves_a_finished_child, batch_plain_job_is_tagged_on_vtime,
+    reserve_resend_completes, reserve_young_is_respected, reserve_stale_is_repaired,
+    reserve_takeover_is_fenced)}
