@@ -225,7 +225,7 @@ MUTANTS: list[Mutant] = [
            "if ARGV[5] ~= '' then", "the owner/time fence of a takeover removed (two repairers "
            "both take over)", probes=("reserve_takeover_is_fenced",), model=False),
     Mutant("reserve: a resend is refused by its own reservation", "reserve.lua",
-           "if row[2] == ARGV[2] then return {'reserved', row[2], row[3]} end", "",
+           "if row[2] == ARGV[2] then -- fence: this shard's own", "if false then",
            "the same-shard check removed (a resend after the first step answers DUPLICATE, "
            "no job admitted)", probes=("reserve_resend_completes",), model=False),
     Mutant("reserve: a crashed reservation is never repaired", "reserve.lua",

@@ -20,7 +20,17 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import AsyncShardedQueue, Verdict, derive_id, generate
+from echomq import (
+    AsyncShardedQueue,
+    ConsumerOptions,
+    Lease,
+    QueueOptions,
+    ShardedConsumer,
+    Verdict,
+    derive_id,
+    generate,
+)
+from echomq.client._async.reservations import sweep
 from echomq.client._async.reshard import reshard
 from echomq.protocol.reservations import decode_reservation, reserve
 from echomq.protocol.resharding import rows_exist
@@ -222,6 +232,9 @@ async def test_a_reservation_left_in_the_retired_layout_refuses_nothing(
     assert await q.admit(jid, b"y") is Verdict.DUPLICATE
     jobs = _jobs(raw, q)
     assert jid in jobs and len(jobs[jid]) == 1
+    # The retired layout keeps only its meta: the dangling reservation went with it.
+    assert {k.decode() for k in raw.scan_iter(match=f"emq:{{{home.name}}}:*")} == {
+        f"emq:{{{home.name}}}:meta"}
 
 
 async def test_an_admission_refused_by_a_dedupe_window_leaves_no_reservation(
@@ -240,3 +253,57 @@ async def test_an_admission_refused_by_a_dedupe_window_leaves_no_reservation(
     assert await q.admit(first, b"4") is Verdict.DUPLICATE  # first's reservation stands
     jobs = _jobs(raw, q)
     assert sorted(jobs) == sorted([first, refused]) and all(len(w) == 1 for w in jobs.values())
+
+
+async def test_the_sweep_gives_back_a_reservation_whose_job_is_gone(
+        conn: Any, qname: str, raw: redis.Redis) -> None:
+    """A reservation outlives its job's row (completed with keep_done_ms=0): the sweep
+    (a ShardedConsumer runs it once per repair window) deletes it; a young one, and one
+    whose job is there, stay."""
+    q = AsyncShardedQueue(conn, qname, shards=3, reserve_window_ms=0,
+                          options=QueueOptions(keep_done_ms=0))
+    await q.open()
+    gone, kept = _split_ids(q, "l", 2)
+    assert [await q.admit(j, b"x", lane="l") for j in (gone, kept)] == [Verdict.ENQUEUED] * 2
+    (lease,) = [x for x in await q.claim(2, lease_ms=60_000) if x.id == gone]
+    await q.complete(lease)
+    assert await q.job(gone) is None  # the row went; its reservation did not
+    home = {j: q.shards[q.layout.index(j)] for j in (gone, kept)}
+    assert raw.hget(home[gone].job_key(gone), "state") == b"reserved"
+    assert await sweep(AsyncShardedQueue(conn, qname, shards=3)) == 0  # 10 s: all young
+    assert await sweep(q) == 1
+    assert raw.exists(home[gone].job_key(gone)) == 0
+    assert raw.zscore(home[gone].keys["reserved"], gone) is None
+    assert raw.hget(home[kept].job_key(kept), "state") == b"reserved"
+    assert raw.zscore(home[kept].keys["reserved"], kept) is not None
+    assert await sweep(q) == 0
+    assert await q.admit(kept, b"y") is Verdict.DUPLICATE
+
+
+async def test_a_sharded_consumer_sweeps_the_reservations_of_its_finished_jobs(
+        conn: Any, qname: str, raw: redis.Redis) -> None:
+    """A ShardedConsumer runs the sweep in its upkeep once per repair window: the
+    reservations of jobs it completed with keep_done_ms=0 are gone soon after."""
+    import asyncio
+
+    q = AsyncShardedQueue(conn, qname, shards=3, reserve_window_ms=200,
+                          options=QueueOptions(keep_done_ms=0))
+    await q.open()
+    ids = _split_ids(q, "l", 3)
+    assert await q.admit_many([(j, b"x", "l") for j in ids]) == [Verdict.ENQUEUED] * 3
+    homes = [q.shards[q.layout.index(j)].job_key(j) for j in ids]
+    assert all(raw.hget(k, "state") == b"reserved" for k in homes)
+
+    async def handler(lease: Lease) -> None:
+        return None
+
+    consumer = ShardedConsumer(q, handler, options=ConsumerOptions(concurrency=3, beat_ms=50,
+                                                                   lease_ms=5000))
+    run = asyncio.create_task(consumer.run())
+    try:
+        async def swept() -> bool:
+            return consumer.stats.completed == 3 and not any(raw.exists(k) for k in homes)
+        await _until(swept, 30)
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(run, 30)

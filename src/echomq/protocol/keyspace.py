@@ -95,7 +95,7 @@ def slot(key: str | bytes) -> int:
 
 
 _TYPES = (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked", "rate", "lane_rate",
-          "lane_seen", "finished", "waiting", "held")
+          "lane_seen", "finished", "waiting", "held", "reserved")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,7 @@ class QueueKeys:
     # and, as a hash of the same name, the flow notices of children that ended (decision 0038)
     waiting: str  # flow parents waiting for their children (decision 0038)
     held: str  # flow children admitted before their parent, not claimable yet (decision 0038)
+    reserved: str  # a sharded queue's ids reserved here for another shard (decision 0040)
     job_prefix: str
 
     @classmethod

@@ -25,7 +25,8 @@ from echomq.protocol.calls import Call, layout
 from echomq.protocol.decoders import _raise_if_error, text
 from echomq.protocol.keyspace import QueueKeys
 
-__all__ = ["RELEASE_MS", "RESERVED", "VOID_MS", "WINDOW_MS", "Reservation", "decode_reservation", "reserve"]
+__all__ = ["RELEASE_MS", "RESERVED", "SWEEP_BATCH", "VOID_MS", "WINDOW_MS", "Reservation",
+           "decode_reservation", "reserve"]
 
 RESERVED = "reserved"
 """The state of a reservation row (never in a state set)."""
@@ -39,9 +40,12 @@ RELEASE_MS = 2_000
 """How long the void of a released reservation lasts (an admission that admitted nothing
 gives its reservation back): long enough for a concurrent admission of the id in the same
 shard, already past its own reservation step, to meet it."""
+SWEEP_BATCH = 50
+"""Reservations the sweep looks at per shard and pass (the oldest seen first)."""
 VERDICTS = ("reserved", "free", "job", "held", "stale")
 
-_RESERVE = layout("reserve", ("job", "meta"), ("id", "shard", "window_ms", "ttl_ms", "owner", "at"))
+_RESERVE = layout("reserve", ("job", "meta", "reserved"),
+                  ("id", "shard", "window_ms", "ttl_ms", "owner", "at"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,7 @@ def reserve(k: QueueKeys, job_id: str, shard: str, *, window_ms: int = WINDOW_MS
     with ``owner`` and ``at``, delete that reservation)."""
     check_int("window_ms", window_ms, 0, 86_400_000)
     check_int("ttl_ms", ttl_ms, 0, 86_400_000)
-    return Call(_RESERVE, [k.job(job_id), k.meta],
+    return Call(_RESERVE, [k.job(job_id), k.meta, k.reserved],
                 [job_id, shard, window_ms, ttl_ms, owner, at])
 
 

@@ -36,6 +36,7 @@ import os
 from typing import Any
 
 from echomq.client._async import sharded_gate
+from echomq.client._async.reservations import sweep
 from echomq.client._async.reshard import read_record, repair
 from echomq.client._async.sharded import AsyncShardedQueue
 from echomq.core.errors import EchoMQError, InvalidArgument, ShardCountMismatch
@@ -152,14 +153,21 @@ class ShardedConsumer:
         """Each beat, one step of the rate limit's rebalancing (a no-op without a limit;
         one step at a time per queue across consumers: echomq.client._async.sharded_gate),
         and the repair of a reshard its operator left unfinished (a no-op unless the
-        record says one is under way and no mover holds its token: reshard.repair).
+        record says one is under way and no mover holds its token: reshard.repair); once
+        per repair window, a pass of the sweep of reservations whose job is gone
+        (reservations.sweep, decision 0040).
         A failure is the next beat's to retry: the shares only ever move safely."""
         every = max(self.options.beat_ms, 100) / 1000
+        loop_time = asyncio.get_running_loop().time
+        last = loop_time()
         while True:
             await asyncio.sleep(every)
             try:
                 await sharded_gate.rebalance(self.queue)
                 await repair(self.queue.connector, self.queue.name)
+                if loop_time() - last >= self.queue.reserve_window_ms / 1000:
+                    last = loop_time()
+                    await sweep(self.queue)
             except Exception as exc:
                 log.debug("%s: upkeep of the layout not done this beat (%r)", self.name, exc)
 

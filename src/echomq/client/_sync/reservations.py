@@ -11,6 +11,9 @@ protocol: :mod:`echomq.protocol.reservations`).
 * The repair voids the shard the reservation named (a late admission there meets a
   reservation and answers DUPLICATE), and if no job's row is there, takes the
   reservation over, fenced on the owner and time it read.
+* An admission that reserved but admitted nothing (a dedupe window refused it) gives the
+  reservation back the same way (:func:`release`); so does the sweep (:func:`sweep`, run
+  by a ShardedConsumer) for a reservation whose job's row is gone.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 from echomq.core import ids as branded
 from echomq.core.errors import EchoMQError, ServerError, ShardCountMismatch
 from echomq.core.model import Verdict
+from echomq.protocol.decoders import text
 from echomq.protocol.reservations import (
     RELEASE_MS,
+    SWEEP_BATCH,
     VOID_MS,
     Reservation,
     decode_reservation,
@@ -36,7 +41,7 @@ if TYPE_CHECKING:
 
 Answer = Verdict | EchoMQError
 
-__all__ = ["admit_one", "recheck_many", "release", "release_many", "repair", "reserve_many"]
+__all__ = ["admit_one", "recheck_many", "release", "release_many", "repair", "reserve_many", "sweep"]
 
 
 def _ask(sq: ShardedBase, shard: Queue, job_id: str, target: str, *,
@@ -200,3 +205,29 @@ def recheck_many(sq: ShardedBase, items: list[Any], out: list[Verdict | EchoMQEr
         got = decode_reservation(reply)
         if got.verdict == "stale" and (repair(sq, home, job_id, got, home)).verdict == "free":
             out[i] = send(sq.shards[home], items[i])
+
+
+def sweep(sq: ShardedBase, *, limit: int = SWEEP_BATCH) -> int:
+    """One pass of the sweep of reservations (decision 0040, "Lifetime"): in each shard,
+    the ``limit`` reservations the sweep saw least recently; one older than the repair
+    window whose job's row is gone from the shard it names is given back (that shard voided
+    for a moment, then the fenced delete); one whose job is there goes to the back of the
+    list. Returns how many were given back. Safe to run by many consumers at once."""
+    sq._ready()
+    names = {s.name: i for i, s in enumerate(sq.shards)}
+    given = 0
+    for shard in sq.shards:
+        for raw in sq.connector.command("ZRANGE", shard.k.reserved, 0, limit - 1):
+            job_id = text(raw)
+            got = _ask(sq, shard, job_id, "")  # an id whose row went is unlisted here
+            if got.verdict != "stale":
+                continue  # young (its admission may be on its way), gone, or a job
+            target = names.get(got.shard)
+            if target is not None:
+                void = _ask(sq, sq.shards[target], job_id, shard.name, ttl_ms=RELEASE_MS)
+                if void.verdict == "job":
+                    _ask(sq, shard, job_id, got.shard)  # its job is there: to the back
+                    continue
+            freed = _ask(sq, shard, job_id, "", owner=got.shard, at=got.at)
+            given += freed.verdict == "free"
+    return given

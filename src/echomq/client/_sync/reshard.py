@@ -56,7 +56,8 @@ TOKEN_MS = 30_000  # the reshard token's life, renewed by every step of the move
 BATCH = 200  # rows moved per step of the finished rows
 _LIVE = ("pending", "delayed")
 _DONE = ("done", "dead")
-_AUX = ("lanes", "inflight", "rate", "lane_rate", "lane_seen", "parked", "maint", "wake")
+_AUX = ("lanes", "inflight", "rate", "lane_rate", "lane_seen", "parked", "maint", "wake",
+        "reserved")
 
 
 def _token_key(name: str) -> str:
@@ -219,8 +220,13 @@ class _Mover:
         return True
 
     def tidy(self, layout: ShardLayout) -> None:
-        """A retired, empty layout keeps only its meta (the retired marker refuses clients)."""
+        """A retired, empty layout keeps only its meta (the retired marker refuses clients).
+        Its reservations left (a producer that died between its two steps, decision 0040;
+        those of moved jobs went with them) are removed first."""
         for shard in self.shards(layout):
+            left = [text(i) for i in self.conn.command("ZRANGE", shard.keys["reserved"], 0, -1)]
+            if left:
+                self.conn.pipeline([unload_row(shard.k, i, RESERVED) for i in left])
             for aux in _AUX:
                 if aux != "wake":
                     self.conn.command("DEL", shard.keys[aux])
