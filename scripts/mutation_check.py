@@ -294,10 +294,12 @@ def _row(lua: Path, m: Mutant, killed: str) -> str:
 
 
 def _parse(report: str) -> tuple[dict[str, str], str]:
-    """The rows of an earlier report by mutant name, and its head (its "Mutation check at"
-    and "Rows updated at" lines)."""
+    """The rows of an earlier report's table by mutant name, and its head (its "Mutation
+    check at" and "Rows updated at" lines); sections after the table (``## ...``) are left."""
     rows, head = {}, []
     for line in report.splitlines():
+        if line.startswith("## "):
+            break  # an addendum after the table (runs of a few mutants on their own)
         if line.startswith("| ") and not line.startswith("| mutant |"):
             rows[line[2:].split(" | ", 1)[0]] = line
         elif line.startswith(("Mutation check at", "Rows updated at")):
