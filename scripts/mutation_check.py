@@ -307,6 +307,18 @@ def _parse(report: str) -> tuple[dict[str, str], str]:
     return rows, "".join(h + "\n\n" for h in head)
 
 
+def _tail(report: str) -> str:
+    """What follows an earlier report's table (notes, addenda): kept by an update."""
+    lines = report.splitlines(keepends=True)
+    rows = [i for i, line in enumerate(lines) if line.startswith("|")]
+    if not rows:
+        return ""
+    end = rows[0]
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "".join(lines[end:]).lstrip("\n")
+
+
 def line_of(lua: Path, m: Mutant) -> int:
     return next(i for i, line in enumerate((lua / m.file).read_text().splitlines(), 1) if m.old in line)
 
@@ -448,14 +460,16 @@ def main(argv: list[str] | None = None) -> int:
             f"0/{args.runs} failed; killed in at least {args.need}/{args.runs} required; "
             f"{time.monotonic() - t0:.0f} s")
     old_rows, head = {}, f"Mutation check at `{commit}`: {len(chosen)} mutants, {what}.\n\n"
+    tail = ""
     if args.update and args.report and args.report.exists():
         old_rows, old_head = _parse(args.report.read_text())
+        tail = _tail(args.report.read_text())
         head = old_head + (f"Rows updated at `{commit}` ({len(chosen)} mutants: "
                            f"{', '.join(m.name for m in chosen)}): {what}.\n\n")
     rows = ["| mutant | file:line | change | killed |", "|---|---|---|---|"]
     for m in MUTANTS if args.update else chosen:
         rows.append(fresh.get(m.name) or old_rows.get(m.name) or _row(lua, m, "not run"))
-    table = head + "\n".join(rows) + "\n"
+    table = head + "\n".join(rows) + "\n" + (f"\n{tail}" if tail else "")
     if EQUIVALENT:
         table += ("\nMarked checks with no mutant (equivalent: removing them cannot change "
                   "behaviour):\n\n" + "\n".join(f"- `{f}`: `{t}`: {why}" for f, t, why in EQUIVALENT)

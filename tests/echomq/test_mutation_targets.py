@@ -75,5 +75,7 @@ def test_an_update_rewrites_only_the_rows_run(tmp_path: Path) -> None:
     assert mc._parse(earlier.replace("Mutation check", "Some words.\n\nMutation check"))[1] == head
     addendum = earlier + "\n## Run on their own\n\n" + mc._row(lua, first, "3/3") + "\n"
     assert mc._parse(addendum)[0] == rows
+    assert mc._tail(addendum) == "## Run on their own\n\n" + mc._row(lua, first, "3/3") + "\n"
+    assert mc._tail(earlier) == ""
     assert rows == {first.name: mc._row(lua, first, "17/20 **SURVIVES**"),
                     second.name: mc._row(lua, second, "20/20")}
