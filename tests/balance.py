@@ -8,7 +8,8 @@ the model test with 37 tests queued behind it). So the known long tests (their w
 from a profile: ``ECHOMQ_TEST_CPU=DIR``, then ``python scripts/suite_cpu.py DIR``) are dealt,
 longest first, to the share with the least work, and each share starts with its long
 tests; every other test keeps its place (a module's tests stay together, so module-wide
-fixtures start once per worker). A test missing from the list only loses its head start.
+fixtures start once per worker; a long test using one keeps its place too). A test
+missing from the list only loses its head start.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ LONG: dict[str, float] = {
 
 
 def _weight(item: pytest.Item) -> float:
+    """The test's place in LONG; 0 (it keeps its place) when it uses a module-wide fixture:
+    taken out of its module, it would set that fixture up a second time in its worker
+    (test_search_surfaces' queue, named by the worker's pid, then got its jobs twice)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None and any(d.scope != "function" and d.scope != "session"
+                                for defs in info.name2fixturedefs.values() for d in defs):
+        return 0.0
     return LONG.get(getattr(item, "originalname", item.name), 0.0)
 
 
