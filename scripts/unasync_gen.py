@@ -72,6 +72,8 @@ REPLACEMENTS = [
 ASYNC_ONLY = {
     "test_admission_verb.py": "compares admit with lanes.enqueue, an asyncio-only door",
     "test_cancel_races.py": "two calls in flight at once (asyncio.gather); the rest: _async/test_cancel.py",
+    "test_expiry_surfaces.py": "consumers, sharded queues, tasks, flows and the operator's surfaces "
+                                "around expiry; the API's own tests: _async/test_expiry.py",
     "test_flows.py": "flows across two queues on both topologies; the API is one module (flows.py), "
                      "generated, and its blocking twin shares every script",
     "test_flow_trees.py": "nested flows through the generated flows API, as test_flows.py",

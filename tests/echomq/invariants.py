@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-STATES = ("pending", "active", "delayed", "done", "dead")
+STATES = ("pending", "active", "delayed", "done", "dead", "expired")
 
 
 def assert_consistent(raw: redis.Redis, queue: str) -> dict[str, str]:
@@ -29,4 +29,14 @@ def assert_consistent(raw: redis.Redis, queue: str) -> dict[str, str]:
     for jid, state in where.items():
         row_state = raw.hget(f"emq:{{{queue}}}:job:{jid}", "state")
         assert row_state == state.encode() or (state, row_state) == ("done", b"cancelled"), jid
+    # Expiry (decision 0044): every waiting job with a deadline is on the expiring index at
+    # its deadline, so the reaper finds it; the index may hold stale entries of jobs that
+    # no longer wait (the reaper drops them), never a wrong deadline.
+    indexed = {m.decode(): s for m, s in raw.zrange(f"emq:{{{queue}}}:expiring", 0, -1, withscores=True)}
+    for jid, state in where.items():
+        exp = raw.hget(f"emq:{{{queue}}}:job:{jid}", "exp")
+        if exp is not None and state in ("pending", "delayed"):
+            assert indexed.get(jid) == float(exp), (jid, "waits with a deadline, not indexed")
+        if jid in indexed:
+            assert exp is not None and indexed[jid] == float(exp), (jid, "indexed, wrong deadline")
     return where

@@ -6,7 +6,9 @@ by reaping expired leases past the limit); fair and serial lanes; delayed admiss
 ``enqueue_many``; the consumers' batched settle path (``complete_batch`` + claim + peek
 in one flush); retention (``trim``), ``purge_dead`` and ``requeue_dead``; cancellation of
 pending, delayed and active jobs (then ended cancelled by complete, retry or reap),
-progress reports fenced by the attempt, and results read back (done, dead, cancelled).
+progress reports fenced by the attempt, and results read back (done, dead, cancelled);
+deadlines to start by (``expires_ms``, decision 0044): a job past its deadline is never
+leased (claim ends it expired) and the reaper ends the unclaimed ones, never one before.
 
 Leases expire and delays come due on the server's own clock: a short lease (or delay)
 is a few milliseconds, and the machine polls the server's ``TIME`` until it has passed
@@ -34,7 +36,9 @@ from echomq import (
     ClusterConnector,
     Completion,
     Connector,
+    InvalidArgument,
     JobCancelled,
+    JobExpired,
     JobFailed,
     JobNotFound,
     Lease,
@@ -59,6 +63,8 @@ from tests.echomq.model_ref import NOW, SET_OF, Ref
 MAX_ATTEMPTS = 2
 LONG = 600_000
 SHORT = 2  # ms: a lease or delay the machine then waits out on the server clock
+EXP_SHORT = 5  # ms: a deadline the machine waits out at once (more than a SHORT delay)
+EXP_LONG = 2 * LONG  # a deadline no run reaches (more than a LONG delay)
 TICK = 3_600_000  # ms between the model schedule's ticks (an example takes far less)
 CAP = 10  # live jobs per example: small, so jobs go round many times
 LANES = [None, "f", "g", "s"]  # f, g: fair lanes; s: a serial lane
@@ -92,12 +98,17 @@ REACH = frozenset({
     "cancelled pending", "cancelled delayed", "cancel asked", "cancelled by complete",
     "cancelled by retry", "cancelled by reap", "progress recorded", "stale progress refused",
     "result done", "result dead", "result cancelled", "result not ended",
+    # expiry (decision 0044): a deadline refused, kept, ended by claim or by the reaper
+    "deadline refused", "deadline admitted", "expired by claim", "expired by the reaper",
+    "result expired", "expired",
 })
 """What every full run must reach (the test asserts it from ``QueueMachine.reached``)."""
 GATE_REACH = frozenset({"paused claim", "queue rate held", "lane rate held", "handed off",
                         "hand-off held", "history past AGE", "plain versus laned after history"})
 """What only a machine on one queue reaches (a sharded queue has one gate per shard)."""
 
+
+_SETS = ("pending", "active", "delayed", "done", "dead", "expired")
 
 _Op = tuple[str, int, Callable[[Any], object] | None, dict[str, Any]]
 _OPS: list[_Op] = []
@@ -142,8 +153,8 @@ class QueueMachine(RuleBasedStateMachine):
         opts = dict(max_attempts=MAX_ATTEMPTS, keep_done_ms=LONG, keep_dead_ms=LONG)
         self.q = Queue(self.conn, self.name, options=QueueOptions(**opts))
         self.q_drop = Queue(self.conn, self.name, options=QueueOptions(**(opts | {"keep_done_ms": 0})))
-        self.q_short = Queue(self.conn, self.name,
-                             options=QueueOptions(**(opts | {"keep_done_ms": 1, "keep_dead_ms": 1})))
+        self.q_short = Queue(self.conn, self.name, options=QueueOptions(
+            **(opts | {"keep_done_ms": 1, "keep_dead_ms": 1, "keep_expired_ms": 1})))
         # Every script in the server's cache first: a NOSCRIPT answer makes a flush send the
         # unanswered calls again after the rest (connector.flush), so a settle's claim could
         # run before its own completions, an order the model does not follow.
@@ -160,7 +171,7 @@ class QueueMachine(RuleBasedStateMachine):
         QueueMachine.reached.update(self.ref.seen)
         keys = [self.q.keys[k] for k in ("pending", "active", "delayed", "done", "dead", "lanes",
                                           "meta", "inflight", "maint", "rate", "lane_rate",
-                                          "lane_seen", "parked")]
+                                          "lane_seen", "parked", "expired", "expiring")]
         keys += [self.q.job_key(i) for i in [*self.ref.jobs, *self.ref.gone]]
         keys += [f"emq:{{{queue}}}:sched:model" for queue in self.marks]
         for key in keys:
@@ -208,6 +219,10 @@ class QueueMachine(RuleBasedStateMachine):
             assert t0 + lease_ms <= lease.deadline_ms <= t1 + lease_ms, (t0, lease, t1)
             job.deadline = lease.deadline_ms
         self.leases = (self.leases + leases)[-30:]
+        for jid in self.ref.lapsed:  # ended expired by the claim just made: its time
+            job = self.ref.jobs.get(jid)
+            if job is not None and job.state == "expired" and job.at == (0, 0):
+                job.at = (t0, t1)
         if leases and lease_ms == SHORT:
             self.wait_past(max(x.deadline_ms for x in leases))
             for lease in leases:
@@ -272,22 +287,37 @@ class QueueMachine(RuleBasedStateMachine):
     @op(3, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
         delay=st.sampled_from([0, 0, 0, SHORT, LONG]),
         max_attempts=st.sampled_from([None, 1, 1, 3]), plain=st.booleans(),
-        prio=st.sampled_from([0, 0, 1, 3, 3]), timeout=st.sampled_from([None, None, 1, 5]))
+        prio=st.sampled_from([0, 0, 1, 3, 3]), timeout=st.sampled_from([None, None, 1, 5]),
+        expires=st.sampled_from([None, None, None, EXP_SHORT, EXP_SHORT, EXP_LONG]))
     def admit(self, lane: str | None, delay: int, max_attempts: int | None, plain: bool,
-              prio: int, timeout: int | None) -> None:
+              prio: int, timeout: int | None, expires: int | None) -> None:
         jid = generate("JOB")
         payload = jid.encode()
+        if expires is not None and expires <= delay:  # it could never start: refused, unwritten
+            with pytest.raises(InvalidArgument):
+                self.q.admit(jid, payload, lane=lane, delay_ms=delay, expires_ms=expires)
+            self.ref.seen["deadline refused"] += 1
+            self.refused.add(jid)
+            return
         t0 = self.now()
         if plain and lane is None and not delay and max_attempts is None and not prio \
-                and timeout is None:
+                and timeout is None and expires is None:
             assert self.q.enqueue(jid, payload) is Verdict.ENQUEUED
         else:
             got = self.q.admit(jid, payload, lane=lane, delay_ms=delay, serial=lane == "s",
-                               max_attempts=max_attempts, priority=prio, timeout_ms=timeout)
+                               max_attempts=max_attempts, priority=prio, timeout_ms=timeout,
+                               expires_ms=expires)
             assert got is Verdict.ENQUEUED
         t1 = self.now()
         assert self.ref.admit(jid, payload, lane, lane == "s", max_attempts, delayed=delay > 0,
                               prio=prio, timeout=timeout)
+        if expires is not None:  # the deadline, fixed at admission on the server clock
+            exp = _int(self.raw.hget(self.queue_of(jid).job_key(jid), "exp"))
+            assert t0 + expires <= exp <= t1 + expires, (t0, exp, t1)
+            if expires == EXP_SHORT:
+                self.wait_past(exp)
+            self.ref.set_deadline(jid, exp, expires == EXP_SHORT)
+            self.ref.seen["deadline admitted"] += 1
         if delay:
             self.ref.seen["delayed admission"] += 1
             self._delayed(jid, delay, t0, t1)
@@ -868,8 +898,9 @@ class QueueMachine(RuleBasedStateMachine):
                 self.q.result(jid, timeout=0)
             return
         expect: type[Exception] | None = {"dead": JobFailed, "cancelled": JobCancelled,
+                                          "expired": JobExpired,
                                           "done": None}.get(job.state, ResultTimeout)
-        ended = job.state in ("done", "dead", "cancelled")
+        ended = job.state in ("done", "dead", "cancelled", "expired")
         self.ref.seen[f"result {job.state if ended else 'not ended'}"] += 1
         if expect is None:
             assert self.q.result(jid, timeout=0) == (job.result or b"")
@@ -894,6 +925,53 @@ class QueueMachine(RuleBasedStateMachine):
     def promote(self) -> None:
         assert self.q.promote() == self.ref.promote()
 
+    @op(2, when=lambda self: self.live() < CAP, lane=st.sampled_from(LANES),
+        prio=st.sampled_from([0, 3]))
+    def late_claim(self, lane: str | None, prio: int) -> None:
+        """A job whose deadline passed before any claim met it: the claim that meets it ends
+        it expired in its own step and leases nothing (waiting for the reaper instead, a
+        claim that leased it was caught in only 2 of 5 runs)."""
+        jid = generate("JOB")
+        t0 = self.now()
+        got = self.q.admit(jid, jid.encode(), lane=lane, serial=lane == "s", priority=prio,
+                           expires_ms=EXP_SHORT)
+        t1 = self.now()
+        assert got is Verdict.ENQUEUED
+        self.ref.admit(jid, jid.encode(), lane, lane == "s", prio=prio)
+        exp = _int(self.raw.hget(self.queue_of(jid).job_key(jid), "exp"))
+        assert t0 + EXP_SHORT <= exp <= t1 + EXP_SHORT, (t0, exp, t1)
+        self.wait_past(exp)
+        self.ref.set_deadline(jid, exp, True)
+        assert self._claim_exactly(jid, LONG) == []
+        assert self.ref.jobs[jid].state == "expired"
+
+    @op(2, when=lambda self: self.live() < CAP, delay=st.sampled_from([0, LONG]))
+    def deadline_kept(self, delay: int) -> None:
+        """A job whose deadline is far off, then the reaper: it leaves the job waiting (with
+        the reaper only among the other steps, one that expired it early was caught in 2 of
+        5 runs)."""
+        jid = generate("JOB")
+        t0 = self.now()
+        got = self.q.admit(jid, jid.encode(), delay_ms=delay, expires_ms=EXP_LONG)
+        t1 = self.now()
+        assert got is Verdict.ENQUEUED
+        self.ref.admit(jid, jid.encode(), delayed=delay > 0)
+        exp = _int(self.raw.hget(self.queue_of(jid).job_key(jid), "exp"))
+        assert t0 + EXP_LONG <= exp <= t1 + EXP_LONG, (t0, exp, t1)
+        self.ref.set_deadline(jid, exp, False)
+        if delay:
+            self._delayed(jid, delay, t0, t1)
+        self.expire()
+        assert self.ref.jobs[jid].state == ("delayed" if delay else "pending")
+
+    @op(3)
+    def expire(self) -> None:
+        """The expiry reaper: waiting jobs past their deadline end expired, none before."""
+        t0 = self.now()
+        got = self.q.expire()
+        t1 = self.now()
+        assert got == self.ref.expire(self.q.options.reap_batch, (t0, t1))
+
     @op(limit=st.integers(1, 4))
     def requeue_dead(self, limit: int) -> None:
         assert self.q.requeue_dead(limit=limit) == self.ref.requeue_dead(limit)
@@ -910,11 +988,12 @@ class QueueMachine(RuleBasedStateMachine):
             j.state in ("done", "dead") for j in self.ref.jobs.values())
         if not expire:
             return
-        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead", "cancelled")]
+        times = [j.at[1] for j in self.ref.jobs.values()
+                 if j.state in ("done", "dead", "cancelled", "expired")]
         if times:
             self.wait_past(max(times) + 1)
         batch = self.q_short.options.reap_batch
-        expect = self.ref.purge("done", batch) + self.ref.purge("dead", batch)
+        expect = sum(self.ref.purge(s, batch) for s in ("done", "dead", "expired"))
         assert self.q_short.trim() == expect
 
     # ------------------------------------------------------- the version fence
@@ -974,21 +1053,24 @@ class QueueMachine(RuleBasedStateMachine):
         ids = sorted(ref.jobs)
         gone = sorted(ref.gone | self.refused)
         pipe = self.raw.pipeline(transaction=False)
-        for state in ("pending", "active", "delayed", "done", "dead"):
+        for state in _SETS:
             pipe.zrange(k[state], 0, -1, withscores=True)
         pipe.hgetall(k["lanes"])
         pipe.hgetall(k["inflight"])
         pipe.hget(k["meta"], "vtime")
+        pipe.zrange(k["expiring"], 0, -1, withscores=True)
         for jid in ids:
             pipe.hgetall(self.q.job_key(jid))
         for jid in gone:
             pipe.exists(f"{self.q._job_prefix}{jid}")
         replies = pipe.execute()
-        sets = {s: {m.decode(): _int(v) for m, v in replies[i]}
-                for i, s in enumerate(("pending", "active", "delayed", "done", "dead"))}
-        lanes, inflight, vtime = replies[5], replies[6], replies[7]
-        rows = dict(zip(ids, replies[8: 8 + len(ids)], strict=True))
-        assert not any(replies[8 + len(ids):]), "a deleted or refused id has a row"
+        sets = {s: {m.decode(): _int(v) for m, v in replies[i]} for i, s in enumerate(_SETS)}
+        n = len(_SETS)
+        lanes, inflight, vtime, index = replies[n], replies[n + 1], replies[n + 2], replies[n + 3]
+        rows = dict(zip(ids, replies[n + 4: n + 4 + len(ids)], strict=True))
+        assert not any(replies[n + 4 + len(ids):]), "a deleted or refused id has a row"
+        # the expiring index: exactly the model's (decision 0044)
+        assert {m.decode(): _int(v) for m, v in index} == {i: e for i, (e, _) in ref.index.items()}
         for state, members in sets.items():
             assert sorted(members) == ref.members(state), state
             ref.seen[state] += bool(members)
@@ -1006,6 +1088,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert int(row.get("failures", 0)) == job.failures, (jid, row, job)
             assert row.get("lane") == job.lane
             assert row.get("timeout") == (None if job.timeout is None else str(job.timeout))
+            assert row.get("exp") == (None if job.exp is None else str(job.exp)), (jid, row, job)
             score = sets[SET_OF[job.state]][jid]
             if job.state == "pending":
                 assert score == job.score, (jid, score, job)
@@ -1013,7 +1096,7 @@ class QueueMachine(RuleBasedStateMachine):
                 assert score == job.deadline
             elif job.state == "delayed":
                 assert job.due_known and score == job.due, (jid, score, job)
-            elif job.state in ("done", "dead", "cancelled"):
+            elif job.state in ("done", "dead", "cancelled", "expired"):
                 assert job.at[0] <= score <= job.at[1], (jid, score, job)
                 job.at_exact = score
         assert {a.decode(): _int(b) for a, b in lanes.items()} == ref.lanes
@@ -1030,5 +1113,5 @@ class QueueMachine(RuleBasedStateMachine):
                     for a, b in self.raw.hgetall(k["lane_rate"]).items()}
             assert logs == ref.llog, (logs, ref.llog)
         stats = self.q.stats()
-        assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead) == tuple(
-            len(ref.members(s)) for s in ("pending", "active", "delayed", "done", "dead"))
+        assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead,
+                stats.expired) == tuple(len(ref.members(s)) for s in _SETS)

@@ -32,6 +32,7 @@ class Job:
     prio: int = 0
     timeout: int | None = None  # the job's own handler timeout (ms), given at admission
     state: str = "pending"  # pending | active | delayed | done | dead | cancelled (done set)
+    #                         | expired (never started by its deadline, decision 0044)
     attempts: int = 0
     failures: int = 0
     score: int = 0  # pending: the fair-lane start tag (0 without a lane or as the lane's head)
@@ -45,10 +46,12 @@ class Job:
     cancel: bool = False  # a cancel was asked while it ran: every end of the attempt cancels
     result: bytes | None = None  # what the completing attempt left in the row
     progress: bytes | None = None  # the last report of an attempt holding a live lease
+    exp: int | None = None  # the deadline to start by (server ms, read from the row), if any
+    exp_passed: bool = False  # the server clock is past exp (the machine polled it)
 
 
 SET_OF = {"pending": "pending", "active": "active", "delayed": "delayed", "done": "done",
-          "dead": "dead", "cancelled": "done"}
+          "dead": "dead", "cancelled": "done", "expired": "expired"}
 
 
 @dataclass
@@ -68,6 +71,11 @@ class Ref:
     qlog: list[int] = field(default_factory=list)  # the queue's lease times, newest first
     llog: dict[str, list[int]] = field(default_factory=dict)  # lane -> its lease times
     held: list[int] = field(default_factory=list)  # the last claim: dues of held-back tokens
+    # expiry (decision 0044): the expiring index, id -> (deadline, passed); it holds every
+    # waiting job with a deadline and stale entries of jobs that stopped waiting otherwise
+    # (cancelled, purged) until the reaper meets them past their deadline
+    index: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    lapsed: list[str] = field(default_factory=list)  # the last claim: jobs it ended expired
 
     # ------------------------------------------------------------------ views
     def ids(self, state: str) -> list[str]:
@@ -133,6 +141,18 @@ class Ref:
         if lane is not None and self.inflight.get(lane) == jid:
             del self.inflight[lane]
 
+    def set_deadline(self, jid: str, exp: int, passed: bool) -> None:
+        """A job just admitted with ``expires_ms``: the deadline its row holds."""
+        job = self.jobs[jid]
+        job.exp, job.exp_passed = exp, passed
+        self.index[jid] = (exp, passed)
+
+    def _reindex(self, jid: str) -> None:
+        """A job waiting again (retry, reap, requeue) keeps its deadline: back on the index."""
+        job = self.jobs[jid]
+        if job.exp is not None:
+            self.index[jid] = (job.exp, job.exp_passed)
+
     def _finish(self, jid: str, state: str, at: tuple[int, int]) -> None:
         job = self.jobs[jid]
         job.state, job.at, job.at_exact, job.expired = state, at, None, False
@@ -178,12 +198,19 @@ class Ref:
     def claim(self, candidates: list[str], count: int) -> list[str]:
         out: list[str] = []
         top = 0
-        self.held = []
+        self.held, self.lapsed = [], []
         for jid in candidates:
             if len(out) >= count:
                 break
             job = self.jobs.get(jid)
             if job is None or job.state != "pending":
+                continue
+            if job.exp is not None and job.exp_passed:  # past its deadline: never leased
+                self.index.pop(jid, None)
+                self.release(jid)
+                self._finish(jid, "expired", (0, 0))  # the machine pins the claim's time
+                self.lapsed.append(jid)
+                self.seen["expired by claim"] += 1
                 continue
             if job.serial and job.lane is not None and self.inflight.get(job.lane, jid) != jid:
                 self.seen["serial lane held: skipped"] += 1
@@ -191,6 +218,7 @@ class Ref:
             if not self._take(job, len(out)):
                 continue
             job.state, job.attempts, job.expired = "active", job.attempts + 1, False
+            self.index.pop(jid, None)  # started in time: off the index
             line = self.line(job)
             if line is not None:
                 if job.serial:
@@ -282,6 +310,7 @@ class Ref:
             job.state, job.due_known, job.ripe, job.expired = "delayed", False, False, False
         else:
             self.pend(jid, head=self._head(jid))
+        self._reindex(jid)  # a retry's wait counts against the deadline
         return RetryOutcome.SCHEDULED
 
     def reap(self, at: tuple[int, int]) -> tuple[int, int, int]:
@@ -305,6 +334,7 @@ class Ref:
             else:
                 self.seen["expired lease requeued"] += 1
                 self.pend(jid, head=self._head(jid))
+                self._reindex(jid)
                 requeued += 1
         return requeued, dead, cancelled
 
@@ -353,7 +383,27 @@ class Ref:
         for jid in chosen:
             self.jobs[jid].failures = 0
             self.pend(jid, head=False)
+            self._reindex(jid)
         return len(chosen)
+
+    def expire(self, batch: int, at: tuple[int, int]) -> tuple[int, int]:
+        """The expiry reaper: of the first ``batch`` index entries (deadline, then id), each
+        past its deadline leaves the index; its job ends expired if it still waits."""
+        expired = dropped = 0
+        for jid, (_, passed) in sorted(self.index.items(), key=lambda kv: (kv[1][0], kv[0]))[:batch]:
+            if not passed:
+                continue
+            del self.index[jid]
+            job = self.jobs.get(jid)
+            if job is not None and job.state in ("pending", "delayed"):
+                self.release(jid)
+                self._finish(jid, "expired", at)
+                self.seen["expired by the reaper"] += 1
+                expired += 1
+            else:
+                self.seen["stale deadline dropped"] += 1
+                dropped += 1
+        return expired, dropped
 
     def purge(self, state: str, limit: int) -> int:
         chosen = self.finished_order(state)[:limit]

@@ -90,6 +90,17 @@ class ShardedRef:
     def promote(self) -> int:
         return sum(r.promote() for r in self.refs)
 
+    def set_deadline(self, jid: str, exp: int, passed: bool) -> None:
+        self.of(jid).set_deadline(jid, exp, passed)
+
+    @property
+    def lapsed(self) -> list[str]:
+        return [i for r in self.refs for i in r.lapsed]
+
+    def expire(self, batch: int, at: tuple[int, int]) -> tuple[int, int]:
+        got = [r.expire(batch, at) for r in self.refs]  # each shard's reaper, one step each
+        return sum(g[0] for g in got), sum(g[1] for g in got)
+
     def requeue_dead(self, limit: int) -> int:
         acted = 0
         for r in self.refs:
@@ -115,7 +126,8 @@ class ShardedMachine(QueueMachine):
                                         options=QueueOptions(**(opts | {"keep_done_ms": 0})))
         self.q_short: Any = ShardedQueue(
             self.conn, self.name, shards=SHARDS,
-            options=QueueOptions(**(opts | {"keep_done_ms": 1, "keep_dead_ms": 1})))
+            options=QueueOptions(**(opts | {"keep_done_ms": 1, "keep_dead_ms": 1,
+                                            "keep_expired_ms": 1})))
         self.ref: Any = ShardedRef([Ref(max_attempts=MAX_ATTEMPTS) for _ in range(SHARDS)],
                                    self.sq.layout.index)
         self.turn = itertools.count()
@@ -139,7 +151,7 @@ class ShardedMachine(QueueMachine):
             ref = self.ref.refs[i]
             keys = [shard.keys[k] for k in ("pending", "active", "delayed", "done", "dead",
                                              "lanes", "meta", "inflight", "maint", "rate",
-                                             "lane_rate", "lane_seen")]
+                                             "lane_rate", "lane_seen", "expired", "expiring")]
             keys += [shard.job_key(j) for j in [*ref.jobs, *ref.gone]]
             for key in keys:
                 self.raw.delete(key)
@@ -287,11 +299,12 @@ class ShardedMachine(QueueMachine):
             j.state in ("done", "dead") for j in self.ref.jobs.values())
         if not expire:
             return
-        times = [j.at[1] for j in self.ref.jobs.values() if j.state in ("done", "dead", "cancelled")]
+        times = [j.at[1] for j in self.ref.jobs.values()
+                 if j.state in ("done", "dead", "cancelled", "expired")]
         if times:
             self.wait_past(max(times) + 1)
         batch = self.q_short.options.reap_batch
-        expect = sum(r.purge("done", batch) + r.purge("dead", batch) for r in self.ref.refs)
+        expect = sum(r.purge(s, batch) for r in self.ref.refs for s in ("done", "dead", "expired"))
         assert self.q_short.trim() == expect
 
     @invariant()
@@ -304,5 +317,6 @@ class ShardedMachine(QueueMachine):
         finally:
             self.q, self.ref = saved, saved_ref
         stats = self.sq.stats()
-        assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead) == tuple(
-            len(self.ref.members(s)) for s in ("pending", "active", "delayed", "done", "dead"))
+        assert (stats.pending, stats.active, stats.delayed, stats.done, stats.dead,
+                stats.expired) == tuple(len(self.ref.members(s)) for s in
+                                        ("pending", "active", "delayed", "done", "dead", "expired"))

@@ -140,7 +140,7 @@ async def test_a_foreign_client_is_refused_before_the_first_write(
                             k.job(other.id)],
          [60_000, "t2", lease.id, lease.attempt, b"", other.id, other.attempt, big]),
         ("retry", [k.active, k.job(lease.id), k.delayed, k.dead, k.inflight, k.pending, k.lanes,
-                   k.meta, k.wake, k.done, k.finished],
+                   k.meta, k.wake, k.done, k.finished, k.expiring],
          [lease.id, lease.attempt, 0, 5, "e" * (b.MAX_ERROR + 1), "fail", "t3"]),
         ("progress", [k.active, k.job(lease.id), k.meta],
          [lease.id, lease.attempt, b"p" * (b.MAX_PROGRESS + 1)]),
@@ -150,8 +150,10 @@ async def test_a_foreign_client_is_refused_before_the_first_write(
               ("worker_beat", workers, ["w", 1000, "a" * (b.MAX_ABOUT + 1)]),
               ("worker_beat", workers, ["w", b.MAX_TTL_MS + 1, "{}"])]
     job = generate("JOB")  # admit is deny-oom, and checks the lane it keeps all the same
-    cases.append(("admit", [k.job(job), k.pending, k.delayed, k.lanes, k.meta, k.wake],
-                  [job, b"x", "l" * 1025, 0, "0", "", 0, "", ""]))
+    admit_keys = [k.job(job), k.pending, k.delayed, k.lanes, k.meta, k.wake, k.expiring]
+    cases.append(("admit", admit_keys, [job, b"x", "l" * 1025, 0, "0", "", 0, "", "", ""]))
+    for bad_expiry in ("0", "5", "x", str(366 * 86_400_000 + 1)):  # 5: not more than delay_ms 5
+        cases.append(("admit", admit_keys, [job, b"x", "", 5, "0", "", 0, "", "", bad_expiry]))
     for script, keys, args in cases:
         with pytest.raises(redis.ResponseError, match=r"^EMQARG"):
             raw.eval(load(script).source, len(keys), *keys, *args)

@@ -81,9 +81,9 @@ def test_overview_shows_every_state_charts_and_the_queue(page: Any, site: str, t
     page.goto(site + "/")
     row_ = page.locator("table.queues tbody tr", has_text=Q)
     cells = row_.locator("td").all_inner_texts()
-    assert cells[:6] == [Q, "33", "3", "1", "5", "4"]  # pending active delayed done dead
-    assert re.search(r"ago", cells[6])  # the oldest pending job's age
-    assert cells[7] == "5 / 4" and cells[-1] == "1"  # done / dead in the last minute; workers
+    assert cells[:7] == [Q, "33", "3", "1", "5", "4", "0"]  # pending active delayed done dead expired
+    assert re.search(r"ago", cells[7])  # the oldest pending job's age
+    assert cells[8] == "5 / 4" and cells[-1] == "1"  # done / dead in the last minute; workers
     worker = page.locator("table.workers tbody tr").first.locator("td").all_inner_texts()
     assert worker[:5] == ["mailer-1", Q, "8", "2", "42 / 3"] and worker[5].startswith("in ")
     # The sampler has run: the charts hold points, and the throughput chart names the queue.

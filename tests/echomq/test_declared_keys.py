@@ -137,6 +137,15 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.purge("done", [a.id])
     await q.purge_dead(limit=5)
     await q.trim()
+    # Expiry (decision 0044): the reaper ends one job past its deadline, a claim another.
+    x = AsyncQueue(c, qname + "-x")  # type: ignore[arg-type]
+    for reaper in (True, False):
+        t = await c.server_time_ms()
+        await x.admit(generate("JOB"), b"x", expires_ms=1)
+        while await c.server_time_ms() <= t + 2:
+            pass
+        assert await x.expire() == (1, 0) if reaper else await x.claim(1, lease_ms=60_000) == []
+    assert (await x.stats()).expired == 2
     await q.job(a.id)
     await q.pending_size()
     await q.stats()

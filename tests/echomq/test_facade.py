@@ -38,6 +38,8 @@ EXPORTED = [
     # results, progress and cancellation (decision 0023)
     "CancelOutcome", "CancelToken", "ProgressOutcome", "JobCancelled", "JobFailed", "JobNotFound",
     "ResultTimeout",
+    # expiry (decision 0044)
+    "JobExpired",
     # typed tasks (decision 0033)
     "App", "Task", "TaskCall", "TaskContext", "TaskHandle", "SyncTaskHandle", "TaskError",
     "UnknownTask", "UnreadablePayload", "Serializer", "MsgspecSerializer",

@@ -58,6 +58,7 @@ OPS: dict[str, Op] = {
     "cancel": lambda q, x, d: q.cancel([x.id]),
     "promote": lambda q, x, d: q.promote(),
     "reap": lambda q, x, d: q.reap(),
+    "expire": lambda q, x, d: q.expire(),
     "trim": lambda q, x, d: q.trim(),
     "stats": lambda q, x, d: q.stats(),
     "pending_size": lambda q, x, d: q.pending_size(),

@@ -78,10 +78,19 @@ def test_builders_put_every_argument_where_the_header_names_it() -> None:
     assert call.named() == {
         "active": k.active, "job": k.job(job), "delayed": k.delayed, "dead": k.dead,
         "inflight": k.inflight, "pending": k.pending, "lanes": k.lanes, "meta": k.meta,
-        "wake": k.wake, "done": k.done, "finished": k.finished, "id": job, "attempt": 3,
+        "wake": k.wake, "done": k.done, "finished": k.finished, "expiring": k.expiring,
+        "id": job, "attempt": 3,
         "delay_ms": 5, "max_attempts": 7, "error": "boom", "mode": "fail", "token": "t1"}
     claim = p.claim(k, [job.encode()], count=1, lease_ms=100)
     assert claim.named()["jobs"] == [k.job(job)] and claim.named()["ids"] == [job.encode()]
+    assert (claim.named()["expired"], claim.named()["expiring"]) == (k.expired, k.expiring)
+    admit = p.admit(k, job, b"x", lane="", delay_ms=0, serial=False, max_attempts=None,
+                    expires_ms=50)
+    assert admit.named()["expires_ms"] == 50 and admit.named()["expiring"] == k.expiring
+    assert p.admit(k, job, b"x", lane="", delay_ms=0, serial=False,
+                   max_attempts=None).named()["expires_ms"] == ""  # no deadline
+    expire = p.expire(k, [job])
+    assert expire.named()["jobs"] == [k.job(job)] and expire.named()["expired"] == k.expired
     batch = p.complete_batch(k, [(lease, b"r")], keep_ms=0)
     assert batch.named()["attempts"] == [job, 3, b"r"] and batch.named()["meta"] == k.meta
     assert len(str(batch.named()["token"])) == 16  # a fresh call token (docs/protocol.md)

@@ -67,7 +67,7 @@ _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
                   "reserve"),  # a sharded queue's laned admission (decision 0040); results:
                  ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
     "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
-                "promote", "reap", "purge", "worker_beat", "stats", "pending_size", "progress",
+                "promote", "reap", "expire", "purge", "worker_beat", "stats", "pending_size", "progress",
                 "schedule", "admit", "row", "trace_attach",  # admit: a schedule's tick admits its job
                 "flow_parent", "flow_child", "flow_start",  # flow relay, repair (decision 0038)
                 "reserve"),  # a schedule's tick onto a sharded queue (decision 0040)

@@ -78,6 +78,7 @@ class QueueInfo:
     overdue_leases: int  # active jobs whose lease has expired, waiting for reap
     now_ms: int
     workers: list[WorkerInfo] = field(default_factory=list)
+    expired_last_minute: int = 0  # entered expired within WINDOW_MS (decision 0044)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -161,17 +162,19 @@ async def queue_info(connector: AsyncConnector | AsyncClusterConnector, name: st
                  for sub in layout.names]
         return _merged(name, [x for x in parts if x is not None])
     k = {t: keyspace.queue_key(name, t) for t in ("pending", "active", "delayed", "done", "dead",
-                                                 "meta", "workers", "workers:about")}
+                                                 "meta", "workers", "workers:about", "expired")}
     reply = await connector.eval(load("info"), list(k.values()), [WINDOW_MS])
     exists, counts, done_recent, dead_recent = reply[0], reply[1:6], reply[6], reply[7]
     now, overdue, first = int(reply[8]), int(reply[9]), [text(reply[10]), text(reply[11])]
-    if not exists and not any(int(c) for c in counts):
+    if not exists and not any(int(c) for c in counts) and not int(reply[13]):
         raise QueueNotFound(f"queue {name!r} does not exist on this server")
-    flat = reply[12]
+    flat, expired, expired_recent = reply[12], int(reply[13]), int(reply[14])
+    pending, active, delayed, done, dead = (int(c) for c in counts)
     workers = [_worker(name, flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
     return QueueInfo(
         name=name,
-        counts=Stats(*(int(c) for c in counts)),
+        counts=Stats(pending, active, delayed, done, dead, expired),
+        expired_last_minute=expired_recent,
         completed_last_minute=int(done_recent),
         dead_last_minute=int(dead_recent),
         processed_last_minute=sum(w.processed_last_minute for w in workers),
@@ -192,7 +195,8 @@ def _merged(name: str, parts: list[QueueInfo]) -> QueueInfo:
     return QueueInfo(
         name=name,
         counts=Stats(*(sum(getattr(x.counts, s) for x in parts)
-                       for s in ("pending", "active", "delayed", "done", "dead"))),
+                       for s in keyspace.STATES)),
+        expired_last_minute=sum(x.expired_last_minute for x in parts),
         completed_last_minute=sum(x.completed_last_minute for x in parts),
         dead_last_minute=sum(x.dead_last_minute for x in parts),
         processed_last_minute=sum(x.processed_last_minute for x in parts),

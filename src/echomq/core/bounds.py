@@ -30,6 +30,7 @@ __all__ = [
     "MAX_WORKER_NAME",
     "OOM_ROOM",
     "check_bytes",
+    "check_expiry",
     "check_int",
 ]
 
@@ -69,6 +70,20 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise InvalidArgument(f"{name} must be in {lo}..{hi}, not {value}")
     return value
+
+
+def check_expiry(expires_ms: object, delay_ms: int) -> int | None:
+    """``expires_ms`` if it is None or an int in 1..MAX_DELAY_MS greater than ``delay_ms``
+    (a job delayed past its own deadline could never run), else InvalidArgument
+    (docs/decisions/0044-expiry.md)."""
+    if expires_ms is None:
+        return None
+    check_int("expires_ms", expires_ms, 1, MAX_DELAY_MS)
+    assert isinstance(expires_ms, int)
+    if expires_ms <= delay_ms:
+        raise InvalidArgument(f"expires_ms ({expires_ms}) must be more than delay_ms ({delay_ms}): "
+                              "the job could never start")
+    return expires_ms
 
 
 def check_bytes(name: str, value: object, limit: int) -> bytes:

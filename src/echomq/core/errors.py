@@ -28,6 +28,7 @@ replies of the Lua scripts through one table (:data:`echomq.protocol.ERROR_CODES
     ├── ResultTimeout           (TimeoutError) the job did not end within the wait
     ├── JobFailed               the job is dead: its result is its last error (``.error``)
     ├── JobCancelled            the job was cancelled: it has no result
+    ├── JobExpired              the job never started by its deadline (expires_ms): no result
     └── ConfigurationError      the server refuses this client until a person fixes its setup
         └── ProtocolVersionError the queue was written by an incompatible protocol version
             └── ShardCountMismatch a sharded queue built with another shard count
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidPayload",
     "InvalidQueueName",
     "JobCancelled",
+    "JobExpired",
     "JobFailed",
     "JobNotFound",
     "NotDurable",
@@ -217,3 +219,13 @@ class JobCancelled(EchoMQError):
     def __init__(self, message: str, *, job_id: str = "") -> None:
         super().__init__(message)
         self.job_id = job_id
+
+
+class JobExpired(EchoMQError):
+    """The job was admitted with ``expires_ms`` and did not start by that deadline (server
+    clock): it ended ``expired`` and never ran, so it has no result (decision 0044).
+    ``.deadline_ms`` is the deadline it missed (server ms; 0 if the row kept none)."""
+
+    def __init__(self, message: str, *, job_id: str = "", deadline_ms: int = 0) -> None:
+        super().__init__(message)
+        self.job_id, self.deadline_ms = job_id, deadline_ms

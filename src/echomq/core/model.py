@@ -171,10 +171,11 @@ class Stats:
     delayed: int
     done: int
     dead: int
+    expired: int = 0  # never started by their deadline (admit's expires_ms, decision 0044)
 
     @property
     def total(self) -> int:
-        return self.pending + self.active + self.delayed + self.done + self.dead
+        return self.pending + self.active + self.delayed + self.done + self.dead + self.expired
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,6 +194,9 @@ class QueueOptions:
     * ``keep_done_ms``: finished rows are kept one hour, so an id keeps refusing
       duplicates for an hour after its job completed; 0 deletes at completion.
     * ``keep_dead_ms``: dead rows are kept seven days for inspection and requeue.
+    * ``keep_expired_ms``: rows of jobs that expired unstarted (admit's ``expires_ms``)
+      are kept seven days, as failures are: retention per state, so failures and
+      expiries outlive successes (docs/decisions/0044-expiry.md).
     * ``max_attempts``: a job that fails (or loses its lease) this many times is dead
       (1..10,000).
     * Ranges: ``keep_*_ms`` 0..366 days, ``reap_batch`` 1..10,000; outside them
@@ -215,6 +219,7 @@ class QueueOptions:
     max_error: int = MAX_ERROR
     keep_done_ms: int = 3_600_000
     keep_dead_ms: int = 7 * 24 * 3_600_000
+    keep_expired_ms: int = 7 * 24 * 3_600_000
     max_attempts: int = 5
     batch: int = 1000
     reap_batch: int = 100
@@ -233,4 +238,5 @@ class QueueOptions:
         check_int("reap_batch", self.reap_batch, 1, MAX_PAGE)
         check_int("keep_done_ms", self.keep_done_ms, 0, MAX_KEEP_MS)
         check_int("keep_dead_ms", self.keep_dead_ms, 0, MAX_KEEP_MS)
+        check_int("keep_expired_ms", self.keep_expired_ms, 0, MAX_KEEP_MS)
 

@@ -136,12 +136,12 @@ def stats(queue: str, url: str | None) -> None:
 
     s = _run_on(url, go)
     console.print(f"pending={s.pending} active={s.active} delayed={s.delayed} "
-                  f"done={s.done} dead={s.dead}")
+                  f"done={s.done} dead={s.dead} expired={s.expired}")
 
 
 @main.command()
 @click.argument("queue")
-@click.argument("state", type=click.Choice(["pending", "active", "delayed", "done", "dead"]))
+@click.argument("state", type=click.Choice(list(keyspace.STATES)))
 @URL
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def browse(queue: str, state: str, url: str | None, limit: int) -> None:

@@ -2,7 +2,8 @@
 
     echomq result QUEUE ID [--timeout S]   wait for the job to end; print its result
                                            (exit 1: dead, with its error; 2: cancelled;
-                                           3: not ended in time; 4: no such job)
+                                           3: not ended in time; 4: no such job;
+                                           5: expired, never started by its deadline)
     echomq progress QUEUE ID               the job's state and last progress report
     echomq cancel QUEUE ID...              cancel waiting jobs, ask running ones to stop
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import click
 
-from echomq.core.errors import JobCancelled, JobFailed, JobNotFound, ResultTimeout
+from echomq.core.errors import JobCancelled, JobExpired, JobFailed, JobNotFound, ResultTimeout
 from echomq.core.model import CancelOutcome
 from echomq.ops.cli import _checked, _run_on, console
 
@@ -53,6 +54,9 @@ def result(queue: str, job_id: str, timeout: float, url: str | None) -> None:
     except JobCancelled:
         click.echo(f"{job_id}: cancelled", err=True)
         sys.exit(2)
+    except JobExpired:
+        click.echo(f"{job_id}: expired (not started by its deadline)", err=True)
+        sys.exit(5)
     except ResultTimeout as exc:
         click.echo(f"{job_id}: not ended within {timeout:g} s (it is {exc.state})", err=True)
         sys.exit(3)

@@ -25,7 +25,7 @@ from echomq.protocol import keyspace
 
 __all__ = ["search"]
 
-STATES = ("pending", "active", "delayed", "done", "dead")
+STATES = ("pending", "active", "delayed", "done", "dead", "expired")
 
 
 def _time_ms(value: str | None, name: str) -> int | None:

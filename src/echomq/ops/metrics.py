@@ -7,7 +7,8 @@ Names follow Prometheus conventions: counters end in ``_total``, durations are
 =========================================  =========  ==========================================
 name                                       type       what
 =========================================  =========  ==========================================
-``echomq_jobs``                            gauge      jobs in the queue by ``state`` (server)
+``echomq_jobs``                            gauge      jobs in the queue by ``state`` (server;
+                                                      ``expired``: never started by deadline)
 ``echomq_oldest_pending_age_seconds``      gauge      age of the oldest pending job (server)
 ``echomq_leases_overdue``                  gauge      leases past their deadline, not yet reaped
 ``echomq_workers``                         gauge      workers registered on the queue (server)
@@ -58,7 +59,7 @@ __all__ = ["CONTENT_TYPE", "QueueMetrics", "WorkerMetrics"]
 log = logging.getLogger("echomq.ops.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_STATES = ("pending", "active", "delayed", "done", "dead")
+_STATES = ("pending", "active", "delayed", "done", "dead", "expired")
 _STAT_COUNTERS = ("claimed", "completed", "retried", "dead", "deferred", "handed_back", "reaped", "lost",
                   "flows_released", "flows_failed")
 _DURATIONS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -127,9 +128,8 @@ class QueueMetrics:
                 info = await queue_info(connector, name)
             except QueueNotFound:
                 continue
-            for state, value in zip(_STATES, (info.counts.pending, info.counts.active, info.counts.delayed,
-                                              info.counts.done, info.counts.dead), strict=True):
-                self.jobs.labels(queue=name, state=state).set(value)
+            for state in _STATES:
+                self.jobs.labels(queue=name, state=state).set(getattr(info.counts, state))
             self.oldest.labels(queue=name).set(info.oldest_pending_age_s or 0.0)
             self.overdue.labels(queue=name).set(info.overdue_leases)
             self.workers.labels(queue=name).set(len(info.workers))

@@ -33,6 +33,7 @@ __all__ = [
     "deduped",
     "enqueue",
     "enqueue_batch",
+    "expire",
     "fence",
     "heartbeat",
     "layout",
@@ -142,42 +143,50 @@ def enqueue_batch(k: QueueKeys, ids: Sequence[str], payloads: Sequence[bytes], *
                                  *map(k.job, ids)], [token or call_token(), *payloads])
 
 
-_ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake"),
+_ADMIT = layout("admit", ("job", "pending", "delayed", "lanes", "meta", "wake", "expiring"),
                  ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
-                  "timeout_ms", "token"))
+                  "timeout_ms", "token", "expires_ms"))
 
 
 def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int, serial: bool,
           max_attempts: int | None, priority: int = 0, timeout_ms: int | None = None,
-          token: str | None = None) -> Call:
-    return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake],
+          token: str | None = None, expires_ms: int | None = None) -> Call:
+    """``expires_ms``: the job must start within that many ms of its admission (server
+    clock), else it ends ``expired`` (decision 0044); None for no deadline."""
+    return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake, k.expiring],
                 [job_id, payload, lane, delay_ms, "1" if serial else "0",
                  "" if max_attempts is None else max_attempts, priority,
-                 "" if timeout_ms is None else timeout_ms, token or call_token()])
+                 "" if timeout_ms is None else timeout_ms, token or call_token(),
+                 "" if expires_ms is None else expires_ms])
 
 
-_THROTTLE = layout("throttle", ("job", "pending", "delayed", "lanes", "meta", "wake", "dedupe"),
+_THROTTLE = layout("throttle", ("job", "pending", "delayed", "lanes", "meta", "wake", "dedupe",
+                                "expiring"),
                    ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
-                    "timeout_ms", "token", "window_ms"))
+                    "timeout_ms", "token", "window_ms", "expires_ms"))
 _DEBOUNCE = layout("debounce", ("job", "pending", "delayed", "lanes", "meta", "wake", "dedupe",
-                                "inflight", "holder"),
+                                "inflight", "holder", "expiring"),
                    ("id", "payload", "lane", "delay_ms", "serial", "max_attempts", "priority",
-                    "timeout_ms", "token", "window_ms", "holder"))
+                    "timeout_ms", "token", "window_ms", "holder", "expires_ms"))
 
 
 def deduped(k: QueueKeys, job_id: str, payload: bytes, *, key: str, window_ms: int, mode: str,
             lane: str, delay_ms: int, serial: bool, max_attempts: int | None, priority: int = 0,
-            timeout_ms: int | None = None, holder: str = "", token: str | None = None) -> Call:
+            timeout_ms: int | None = None, holder: str = "", token: str | None = None,
+            expires_ms: int | None = None) -> Call:
     """The ``throttle`` or ``debounce`` call (``mode``) of one admission with a dedupe
     window of ``window_ms`` on ``key`` (:mod:`echomq.protocol.dedupe`); ``holder`` is the
-    id a debounce expects to hold the key ('' for none)."""
+    id a debounce expects to hold the key ('' for none); ``expires_ms`` a new job's
+    deadline to start by (decision 0044; a replaced holder keeps its own)."""
     args: list[Any] = [job_id, payload, lane, delay_ms, "1" if serial else "0",
                        "" if max_attempts is None else max_attempts, priority,
                        "" if timeout_ms is None else timeout_ms, token or call_token(), window_ms]
     keys = [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake, k.dedupe(key)]
+    expires = "" if expires_ms is None else expires_ms
     if mode == "throttle":
-        return Call(_THROTTLE, keys, args)
-    return Call(_DEBOUNCE, [*keys, k.inflight, k.job(holder or job_id)], [*args, holder])
+        return Call(_THROTTLE, [*keys, k.expiring], [*args, expires])
+    return Call(_DEBOUNCE, [*keys, k.inflight, k.job(holder or job_id), k.expiring],
+                [*args, holder, expires])
 
 
 _FENCE = layout("fence", ("meta",), ("version",))
@@ -188,11 +197,13 @@ def fence(k: QueueKeys, version: str) -> Call:
 
 
 _CLAIM = layout("claim", ("pending", "active", "lanes", "meta", "inflight", "rate", "lane_rate",
-                          "lane_seen", "jobs"), ("lease_ms", "count", "ids"))
+                          "lane_seen", "expired", "expiring", "finished", "jobs"),
+                ("lease_ms", "count", "ids"))
 
 
 def claim(k: QueueKeys, ids: Sequence[bytes | str], *, count: int, lease_ms: int) -> Call:
-    keys = [k.pending, k.active, k.lanes, k.meta, k.inflight, k.rate, k.lane_rate, k.lane_seen]
+    keys = [k.pending, k.active, k.lanes, k.meta, k.inflight, k.rate, k.lane_rate, k.lane_seen,
+            k.expired, k.expiring, k.finished]
     keys += [k.job_prefix + text(i) for i in ids]
     return Call(_CLAIM, keys, [lease_ms, count, *ids])
 
@@ -255,14 +266,14 @@ def complete_batch(k: QueueKeys, finished: Sequence[tuple[Lease, bytes]], *, kee
 
 
 _RETRY = layout("retry", ("active", "job", "delayed", "dead", "inflight", "pending", "lanes",
-                           "meta", "wake", "done", "finished"),
+                           "meta", "wake", "done", "finished", "expiring"),
                  ("id", "attempt", "delay_ms", "max_attempts", "error", "mode", "token"))
 
 
 def retry(k: QueueKeys, lease: Lease, *, delay_ms: int, max_attempts: int, error: str,
           mode: str, token: str | None = None) -> Call:
     return Call(_RETRY, [k.active, k.job(lease.id), k.delayed, k.dead, k.inflight, k.pending,
-                         k.lanes, k.meta, k.wake, k.done, k.finished],
+                         k.lanes, k.meta, k.wake, k.done, k.finished, k.expiring],
                 [lease.id, lease.attempt, delay_ms, max_attempts, error, mode, token or call_token()])
 
 
@@ -276,11 +287,12 @@ def promote(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
 
 
 _REAP = layout("reap", ("active", "pending", "dead", "lanes", "meta", "inflight", "wake", "done",
-                        "finished", "jobs"), ("max_attempts", "ids"))
+                        "finished", "expiring", "jobs"), ("max_attempts", "ids"))
 
 
 def reap(k: QueueKeys, ids: Sequence[bytes | str], *, max_attempts: int) -> Call:
-    keys = [k.active, k.pending, k.dead, k.lanes, k.meta, k.inflight, k.wake, k.done, k.finished]
+    keys = [k.active, k.pending, k.dead, k.lanes, k.meta, k.inflight, k.wake, k.done, k.finished,
+            k.expiring]
     return Call(_REAP, keys + [k.job_prefix + text(i) for i in ids], [max_attempts, *ids])
 
 
@@ -292,12 +304,23 @@ def purge(k: QueueKeys, state: str, ids: Sequence[bytes | str], *, min_age_ms: i
     return Call(_PURGE, keys, [state, min_age_ms, *ids])
 
 
-_REQUEUE = layout("requeue", ("dead", "pending", "lanes", "meta", "wake", "jobs"), ("ids",))
+_REQUEUE = layout("requeue", ("dead", "pending", "lanes", "meta", "wake", "expiring", "jobs"),
+                  ("ids",))
 
 
 def requeue(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
-    keys = [k.dead, k.pending, k.lanes, k.meta, k.wake]
+    keys = [k.dead, k.pending, k.lanes, k.meta, k.wake, k.expiring]
     return Call(_REQUEUE, keys + [k.job_prefix + text(i) for i in ids], list(ids))
+
+
+_EXPIRE = layout("expire", ("expiring", "pending", "delayed", "expired", "inflight", "meta",
+                            "finished", "jobs"), ("ids",))
+
+
+def expire(k: QueueKeys, ids: Sequence[bytes | str]) -> Call:
+    """The expiry reaper's call over candidate ids peeked from the expiring index."""
+    keys = [k.expiring, k.pending, k.delayed, k.expired, k.inflight, k.meta, k.finished]
+    return Call(_EXPIRE, keys + [k.job_prefix + text(i) for i in ids], list(ids))
 
 
 _CANCEL = layout("cancel", ("pending", "delayed", "done", "inflight", "meta", "finished", "jobs"),
@@ -324,18 +347,20 @@ def browse(k: QueueKeys, state: str, ids: Sequence[bytes | str]) -> Call:
     return Call(_BROWSE, keys, list(ids))
 
 
-_STATS = layout("stats", ("pending", "active", "delayed", "done", "dead", "meta"), ())
+_STATS = layout("stats", ("pending", "active", "delayed", "done", "dead", "meta", "expired"), ())
 
 
 def stats(k: QueueKeys) -> Call:
-    return Call(_STATS, [k.pending, k.active, k.delayed, k.done, k.dead, k.meta], [])
+    return Call(_STATS, [k.pending, k.active, k.delayed, k.done, k.dead, k.meta, k.expired], [])
 
 
 _PEEK = layout("peek", ("set", "meta"), ("start", "count"))
 
 
 def peek(k: QueueKeys, state: str, *, start: int, count: int) -> Call:
-    return Call(_PEEK, [k.state(state), k.meta], [start, count])
+    """``state``: one of the state sets, or ``"expiring"`` (the expiry reaper's index)."""
+    key = k.expiring if state == "expiring" else k.state(state)
+    return Call(_PEEK, [key, k.meta], [start, count])
 
 
 _ROW = layout("row", ("job", "meta"), ("id",))

@@ -26,6 +26,7 @@ __all__ = [
     "decode_count",
     "decode_deadline",
     "decode_deduped",
+    "decode_expire",
     "decode_ids",
     "decode_leases",
     "decode_progress",
@@ -187,6 +188,13 @@ class Reaped(tuple[int, int]):
 def decode_reap(reply: Any) -> Reaped:
     requeued, dead, cancelled = _raise_if_error(reply)
     return Reaped(int(requeued), int(dead), int(cancelled))
+
+
+def decode_expire(reply: Any) -> tuple[int, int]:
+    """An ``expire`` call's (expired, dropped): jobs that ended expired, and index entries
+    dropped because their job no longer waits."""
+    expired, dropped = _raise_if_error(reply)
+    return int(expired), int(dropped)
 
 
 class Bulk(int):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from echomq.core import ids
+from echomq.core.bounds import check_expiry
 from echomq.core.errors import InvalidArgument, InvalidJobId
 from echomq.protocol.calls import Call, layout
 from echomq.protocol.keyspace import QueueKeys, check_queue
@@ -45,13 +46,16 @@ def split_member(text: str) -> tuple[str, str]:
 class FlowSpec:
     """One job of a flow to admit (:meth:`AsyncFlows.admit_tree`): its queue, id, payload
     and children, each a FlowSpec (none for a leaf); ``on_child_failure`` is its policy
-    when it has children ('fail', 'continue' or 'ignore')."""
+    when it has children ('fail', 'continue' or 'ignore'); ``expires_ms`` a leaf's deadline
+    to start by, counted from the flow's admission (decision 0044; an expired leaf is a
+    failed child)."""
 
     queue: str
     id: str
     payload: bytes
     children: tuple[FlowSpec, ...] = ()
     on_child_failure: str = "fail"
+    expires_ms: int | None = None
 
 
 def walk(root: FlowSpec) -> tuple[list[tuple[FlowSpec, str]], list[tuple[FlowSpec, str]]]:
@@ -69,6 +73,9 @@ def walk(root: FlowSpec) -> tuple[list[tuple[FlowSpec, str]], list[tuple[FlowSpe
         for child in node.children:
             if not isinstance(child, FlowSpec):
                 raise InvalidArgument(f"a child of a flow is a FlowSpec, not {child!r}")
+            check_expiry(child.expires_ms, 0)
+            if child.children and child.expires_ms is not None:
+                raise InvalidArgument("a deadline (expires_ms) is for a leaf of a flow, not a parent")
             if child.children:
                 visit(child, depth + 1)
                 inner.append((child, up))
@@ -79,18 +86,21 @@ def walk(root: FlowSpec) -> tuple[list[tuple[FlowSpec, str]], list[tuple[FlowSpe
     return leaves, inner
 
 
-_HOLD = layout("flow_hold", ("job", "held", "meta"), ("id", "payload", "parent"))
+_HOLD = layout("flow_hold", ("job", "held", "meta"), ("id", "payload", "parent", "expires_ms"))
 
 
-def flow_hold(k: QueueKeys, job_id: str, payload: bytes, parent: str) -> Call:
-    return Call(_HOLD, [k.job(job_id), k.held, k.meta], [job_id, payload, parent])
+def flow_hold(k: QueueKeys, job_id: str, payload: bytes, parent: str, *,
+              expires_ms: int | None = None) -> Call:
+    check_expiry(expires_ms, 0)
+    return Call(_HOLD, [k.job(job_id), k.held, k.meta],
+                [job_id, payload, parent, "" if expires_ms is None else expires_ms])
 
 
-_START = layout("flow_start", ("job", "held", "pending", "wake", "meta"), ("id",))
+_START = layout("flow_start", ("job", "held", "pending", "wake", "meta", "expiring"), ("id",))
 
 
 def flow_start(k: QueueKeys, job_id: str) -> Call:
-    return Call(_START, [k.job(job_id), k.held, k.pending, k.wake, k.meta], [job_id])
+    return Call(_START, [k.job(job_id), k.held, k.pending, k.wake, k.meta, k.expiring], [job_id])
 
 
 _CHILD = layout("flow_child", ("job", "held", "meta", "finished"), ("mode", "id", "note"))

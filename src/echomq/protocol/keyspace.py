@@ -19,7 +19,7 @@ PREFIX = "emq"
 # Long enough for any sensible name; short enough that a key stays a few dozen bytes.
 MAX_QUEUE_NAME = 128
 SLOTS = 16384  # the cluster's slot count (CRC16 mod 16384); defined here only
-STATES = ("pending", "active", "delayed", "done", "dead")
+STATES = ("pending", "active", "delayed", "done", "dead", "expired")
 
 
 def check_queue(queue: str) -> str:
@@ -95,7 +95,7 @@ def slot(key: str | bytes) -> int:
 
 
 _TYPES = (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked", "rate", "lane_rate",
-          "lane_seen", "finished", "waiting", "held", "reserved")
+          "lane_seen", "finished", "waiting", "held", "reserved", "expiring")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +108,7 @@ class QueueKeys:
     delayed: str
     done: str
     dead: str
+    expired: str  # jobs that never started by their deadline (decision 0044)
     lanes: str
     meta: str
     inflight: str
@@ -122,6 +123,7 @@ class QueueKeys:
     waiting: str  # flow parents waiting for their children (decision 0038)
     held: str  # flow children admitted before their parent, not claimable yet (decision 0038)
     reserved: str  # a sharded queue's ids reserved here for another shard (decision 0040)
+    expiring: str  # the deadlines of waiting jobs admitted with expires_ms (decision 0044)
     job_prefix: str
 
     @classmethod

@@ -67,7 +67,8 @@ def parse_record(name: str, raw: Mapping[object, object] | None) -> Record | Non
                   _pair(fields.get("moving")), _pair(fields.get("from")))
 
 
-_IMPORT = layout("import_row", ("job", "pending", "lanes", "meta", "wake", "inflight", "set"),
+_IMPORT = layout("import_row", ("job", "pending", "lanes", "meta", "wake", "inflight", "set",
+                                "expiring"),
                  ("id", "state", "score", "held", "fields"))
 
 
@@ -78,19 +79,19 @@ def import_row(k: QueueKeys, job_id: str, state: str, score: float, held: bool,
     for f, v in row.items():
         fields += [f, v]
     return Call(_IMPORT, [k.job(job_id), k.pending, k.lanes, k.meta, k.wake, k.inflight,
-                          k.state(state)],
+                          k.state(state), k.expiring],
                 [job_id, state, repr(float(score)) if state != "pending" else "0",
                  "1" if held else "0", *fields])
 
 
-_UNLOAD = layout("unload_row", ("job", "pending", "delayed", "done", "dead", "inflight"),
-                 ("id", "only"))
+_UNLOAD = layout("unload_row", ("job", "pending", "delayed", "done", "dead", "inflight", "expired",
+                                "expiring"), ("id", "only"))
 
 
 def unload_row(k: QueueKeys, job_id: str, only: str = "") -> Call:
     """Remove ``job_id``'s row from retired shard ``k`` (only a row in state ``only``, if given)."""
-    return Call(_UNLOAD, [k.job(job_id), k.pending, k.delayed, k.done, k.dead, k.inflight],
-                [job_id, only])
+    return Call(_UNLOAD, [k.job(job_id), k.pending, k.delayed, k.done, k.dead, k.inflight,
+                          k.expired, k.expiring], [job_id, only])
 
 
 _EXIST = layout("rows_exist", ("meta", "jobs"), ("ids",))

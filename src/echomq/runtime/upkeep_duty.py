@@ -2,8 +2,9 @@
 
 Every beat each consumer of a queue races for the queue's upkeep token (``SET NX PX``
 for one beat, :meth:`echomq.client._async.upkeep.AsyncUpkeep.take_token`); the one that gets it promotes due
-delayed jobs, reaps expired leases and, every ``trim_every`` of its beats, trims done
-and dead rows: no separate scheduler process. At ``maxmemory`` the token's ``SET`` is
+delayed jobs, reaps expired leases, ends waiting jobs past their deadline ``expired``
+(admit's ``expires_ms``, decision 0044) and, every ``trim_every`` of its beats, trims done,
+dead and expired rows: no separate scheduler process. At ``maxmemory`` the token's ``SET`` is
 refused (OOM) while promote and reap are not (their scripts are ``allow-oom``), so every
 consumer runs them then (they are fenced: docs/decisions/0010); that refusal is also
 how a consumer learns the server is full, logged once per episode and counted in
@@ -61,6 +62,8 @@ class UpkeepDuty:
             self.stats.reaped += reaped
             if reaped < q.options.reap_batch:
                 break
+        while sum(await q.upkeep.expire()) >= q.options.reap_batch:
+            pass
         if self.beats % o.trim_every == 0:
             await q.upkeep.trim()
             await q.flows.repair(q.name)

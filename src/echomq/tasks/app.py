@@ -114,6 +114,7 @@ class App:
              delay_ms: int = 0, key: Any = None, name: str | None = None, retry_on: Any = None,
              give_up_on: Any = None, schedule: Schedule | None = None,
              dedupe_ms: int | None = None, dedupe_mode: str | None = None,
+             expires_ms: int | None = None,
              ) -> Declare: ...
 
     def task(self, fn: Callable[..., Any] | None = None, /, *, queue: str | None = None,
@@ -122,13 +123,14 @@ class App:
              timeout_ms: int | None = None, delay_ms: int = 0, key: Any = None,
              name: str | None = None, retry_on: Any = None, give_up_on: Any = None,
              schedule: Schedule | None = None, dedupe_ms: int | None = None,
-             dedupe_mode: str | None = None) -> Any:
+             dedupe_mode: str | None = None, expires_ms: int | None = None) -> Any:
         """Declare a task (``@app.task`` or ``@app.task(...)``; options in
         :mod:`echomq.tasks.task`). ``schedule``: admit it at every tick of that
         :class:`~echomq.protocol.schedules.Schedule` (no arguments; ``app.schedule`` for some)."""
         opts = AdmitOptions(lane=lane, serial=serial, priority=priority, max_attempts=max_attempts,
                             timeout_ms=timeout_ms, delay_ms=delay_ms, key=key,
-                            dedupe_ms=dedupe_ms, dedupe_mode=dedupe_mode)
+                            dedupe_ms=dedupe_ms, dedupe_mode=dedupe_mode,
+                            expires_ms=expires_ms)
         where = keyspace.check_queue(queue) or queue if queue is not None else self.default_queue
 
         def declare(f: Callable[..., Any]) -> Task[Any, Any]:

@@ -11,7 +11,8 @@ before any I/O (:mod:`echomq.tasks.signature`).
 Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments: the
 job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff``
 (a :class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures);
-``timeout_ms``; ``delay_ms``; ``key`` (a parameter's name or a function of the arguments
+``timeout_ms``; ``delay_ms``; ``expires_ms`` (a deadline to start by: past it the job ends
+``expired`` unrun, docs/decisions/0044-expiry.md); ``key`` (a parameter's name or a function of the arguments
 giving a business key: the job gets a fresh time-ordered id and the key, as
 ``derive_id("JOB", key, namespace=task name)``, is its dedupe key for ``dedupe_ms``
 (default :data:`KEY_WINDOW_MS`, one hour from admission; ``dedupe_mode`` "throttle" or
@@ -77,6 +78,7 @@ class AdmitOptions:
     key: ArgFn = None
     dedupe_ms: int | None = None  # a keyed job's window (None: KEY_WINDOW_MS)
     dedupe_mode: str | None = None  # "throttle" (None) or "debounce"
+    expires_ms: int | None = None  # a deadline to start by (decision 0044)
 
     def __post_init__(self) -> None:
         if (self.dedupe_ms is not None or self.dedupe_mode is not None) and self.key is None:
@@ -85,6 +87,7 @@ class AdmitOptions:
                      self.dedupe_mode)
         check_priority(self.priority)
         bounds.check_int("delay_ms", self.delay_ms, 0, bounds.MAX_DELAY_MS)
+        bounds.check_expiry(self.expires_ms, self.delay_ms)
         if self.max_attempts is not None:
             bounds.check_int("max_attempts", self.max_attempts, 1, bounds.MAX_ATTEMPTS)
         if self.timeout_ms is not None:
@@ -186,7 +189,8 @@ class Task(Generic[P, R]):
 
     def options(self, **overrides: Any) -> Task[P, R]:
         """This task with other admission options (``delay_ms``, ``priority``, ``lane``,
-        ``serial``, ``max_attempts``, ``timeout_ms``, ``key``) for the calls made on it."""
+        ``serial``, ``max_attempts``, ``timeout_ms``, ``expires_ms``, ``key``) for the calls
+        made on it."""
         unknown = set(overrides) - set(AdmitOptions.__dataclass_fields__)
         if unknown:
             raise InvalidArgument(f"task {self.name}: no option {', '.join(sorted(unknown))}")
@@ -241,7 +245,7 @@ class Task(Generic[P, R]):
     def _admit_kwargs(self) -> dict[str, Any]:
         o = self._opts
         return {"delay_ms": o.delay_ms, "serial": o.serial, "max_attempts": o.max_attempts,
-                "priority": o.priority, "timeout_ms": o.timeout_ms}
+                "priority": o.priority, "timeout_ms": o.timeout_ms, "expires_ms": o.expires_ms}
 
     async def admit(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Admit one job of this task; its handle (``.id``, ``.verdict``, ``await .result()``).
@@ -318,7 +322,8 @@ class Task(Generic[P, R]):
             return out
         verdicts = await queue.admit_many([i[:3] for i in items], serial=o.serial,
                                           priority=o.priority, timeout_ms=o.timeout_ms,
-                                          delay_ms=o.delay_ms, max_attempts=o.max_attempts)
+                                          delay_ms=o.delay_ms, max_attempts=o.max_attempts,
+                                          expires_ms=o.expires_ms)
         return [v if not isinstance(v, Verdict) else
                 TaskHandle(queue, item[0], v, self.name, self.decode_result)
                 for item, v in zip(items, verdicts, strict=True)]
@@ -345,7 +350,7 @@ class Task(Generic[P, R]):
             return out
         verdicts = queue.admit_many([i[:3] for i in items], serial=o.serial, priority=o.priority,
                                     timeout_ms=o.timeout_ms, delay_ms=o.delay_ms,
-                                    max_attempts=o.max_attempts)
+                                    max_attempts=o.max_attempts, expires_ms=o.expires_ms)
         return [v if not isinstance(v, Verdict) else
                 SyncTaskHandle(queue, item[0], v, self.name, self.decode_result)
                 for item, v in zip(items, verdicts, strict=True)]

@@ -39,7 +39,7 @@ async def test_purge_deletes_only_named_jobs_of_that_state(queue: AsyncQueue, ra
     assert await queue.purge("dead", [dead[0], waiting]) == 1
     assert await queue.job(dead[0]) is None and await queue.job(waiting) is not None
     assert f"emq:{{{queue.name}}}:job:{dead[0]}" not in keys_of(raw, queue.name)
-    with pytest.raises(ValueError, match="done or dead"):
+    with pytest.raises(ValueError, match="done, dead or expired"):
         await queue.purge("pending", [waiting])
     assert assert_consistent(raw, queue.name) == {dead[1]: "dead", waiting: "pending"}
 

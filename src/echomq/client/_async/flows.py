@@ -78,13 +78,16 @@ class AsyncFlows:
 
     async def admit(self, queue: str, parent: tuple[str, bytes],
                     children: Sequence[tuple[str, str, bytes]], *,
-                    on_child_failure: str = "fail") -> bool:
+                    on_child_failure: str = "fail", expires_ms: int | None = None) -> bool:
         """Admit a flow: ``parent`` = (id, payload) in ``queue``, ``children`` = (queue, id,
         payload) each. True when admitted, False when this exact flow was admitted before
-        (a retry). Every argument is checked before the first write."""
+        (a retry). ``expires_ms``: every child's deadline to start by, from this admission
+        (a child past it ends expired: a failed child; decision 0044). Every argument is
+        checked before the first write."""
         pid, payload = parent
         return await self.admit_tree(FlowSpec(queue, pid, payload, tuple(
-            FlowSpec(cq, cid, pay) for cq, cid, pay in children), on_child_failure))
+            FlowSpec(cq, cid, pay, expires_ms=expires_ms) for cq, cid, pay in children),
+            on_child_failure))
 
     async def admit_tree(self, root: FlowSpec) -> bool:
         """Admit a flow whose children may be parents themselves (a chain, a chord): the
@@ -96,7 +99,8 @@ class AsyncFlows:
         admit = f.flow_admit(QueueKeys.of(root.queue), root.id, root.payload,
                              policy=root.on_child_failure,
                              children=[f.member(c.id, c.queue) for c in root.children])
-        holds = [f.flow_hold(QueueKeys.of(c.queue), c.id, c.payload, up) for c, up in leaves]
+        holds = [f.flow_hold(QueueKeys.of(c.queue), c.id, c.payload, up, expires_ms=c.expires_ms)
+                 for c, up in leaves]
         waits = [f.flow_admit(QueueKeys.of(c.queue), c.id, c.payload, policy=c.on_child_failure,
                               children=[f.member(g.id, g.queue) for g in c.children], parent=up)
                  for c, up in inner]

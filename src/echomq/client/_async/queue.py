@@ -118,6 +118,7 @@ class AsyncQueue:
         dedupe_ms: int | None = None,
         dedupe_key: str | None = None,
         dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> Verdict:
         """Admit one job: ENQUEUED, DUPLICATE, REPLACED or KIND (the one admission verb); the
         options (dedupe windows too) and the refusals are :meth:`AsyncAdmission.admit`'s."""
@@ -125,16 +126,17 @@ class AsyncQueue:
                                           serial=serial, max_attempts=max_attempts,
                                           priority=priority, timeout_ms=timeout_ms,
                                           dedupe_ms=dedupe_ms, dedupe_key=dedupe_key,
-                                          dedupe_mode=dedupe_mode)
+                                          dedupe_mode=dedupe_mode, expires_ms=expires_ms)
 
     async def admit_flow(self, *, parent: tuple[str, bytes],
                          children: Sequence[tuple[str, str, bytes]],
-                         on_child_failure: str = "fail") -> bool:
+                         on_child_failure: str = "fail", expires_ms: int | None = None) -> bool:
         """Admit ``parent`` = (id, payload) here, waiting for ``children`` = (queue, id,
         payload) in any queues; released (pending) once every child ended. ``on_child_failure``:
         'fail' (the parent dies), 'continue' (failures recorded) or 'ignore'. True admitted,
         False a retry of this flow (decision 0038; :class:`AsyncFlows`)."""
-        return await self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure)
+        return await self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure,
+                                      expires_ms=expires_ms)
 
     async def children(self, parent_id: str) -> list[FlowNode]:
         """The children of a flow's parent here, each with its state, outcome and result."""
@@ -153,13 +155,15 @@ class AsyncQueue:
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
         timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
         dedupe_ms: int | None = None, dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs, one verdict (or typed error) per item in input order
         (:meth:`AsyncAdmission.admit_many`)."""
         return await self.admission.admit_many(items, serial=serial, priority=priority,
                                                timeout_ms=timeout_ms, delay_ms=delay_ms,
                                                max_attempts=max_attempts, dedupe_ms=dedupe_ms,
-                                               dedupe_mode=dedupe_mode)
+                                               dedupe_mode=dedupe_mode,
+                                               expires_ms=expires_ms)
 
     async def enqueue_many(self, pairs: Iterable[AdmitItem]) -> list[Verdict | EchoMQError]:
         """The protocol's name for :meth:`admit_many` (docs/protocol.md, "Admission"): the
@@ -386,8 +390,13 @@ class AsyncQueue:
         return await self.upkeep.reap()
 
     async def trim(self) -> int:
-        """:meth:`AsyncUpkeep.trim`: retention of done and dead rows (bounded)."""
+        """:meth:`AsyncUpkeep.trim`: retention of done, dead and expired rows (bounded)."""
         return await self.upkeep.trim()
+
+    async def expire(self) -> tuple[int, int]:
+        """:meth:`AsyncUpkeep.expire`: waiting jobs past their deadline end expired
+        (bounded); (expired, dropped)."""
+        return await self.upkeep.expire()
 
     async def purge_dead(self, *, limit: int = 1000) -> Bulk:
         """:meth:`AsyncUpkeep.purge_dead`."""
@@ -402,7 +411,7 @@ class AsyncQueue:
         return await self.upkeep.requeue(ids)
 
     async def purge(self, state: str, ids: Sequence[str]) -> int:
-        """:meth:`AsyncUpkeep.purge`: delete the named done or dead jobs."""
+        """:meth:`AsyncUpkeep.purge`: delete the named done, dead or expired jobs."""
         return await self.upkeep.purge(state, ids)
 
     async def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:

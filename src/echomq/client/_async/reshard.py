@@ -55,9 +55,9 @@ Conn = AsyncConnector | AsyncClusterConnector
 TOKEN_MS = 30_000  # the reshard token's life, renewed by every step of the mover
 BATCH = 200  # rows moved per step of the finished rows
 _LIVE = ("pending", "delayed")
-_DONE = ("done", "dead")
+_DONE = ("done", "dead", "expired")
 _AUX = ("lanes", "inflight", "rate", "lane_rate", "lane_seen", "parked", "maint", "wake",
-        "reserved")
+        "reserved", "expiring")
 
 
 def _token_key(name: str) -> str:

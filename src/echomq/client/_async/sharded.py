@@ -128,6 +128,7 @@ class AsyncShardedQueue(AsyncShardedBase):
         serial: bool = False, max_attempts: int | None = None, priority: int = 0,
         timeout_ms: int | None = None, dedupe_ms: int | None = None,
         dedupe_key: str | None = None, dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> Verdict:
         """Admit one job in its shard (:meth:`AsyncQueue.admit`). With a ``dedupe_key`` the
         job goes to the key's shard (a debounced job's lane ``dd:<key>`` is in it too);
@@ -149,11 +150,12 @@ class AsyncShardedQueue(AsyncShardedBase):
             # Its typed error before the reservation (decision 0040) writes anything:
             self.shard_for(job_id, route).admission.call(
                 job_id, payload, lane, delay_ms, serial, max_attempts, priority, timeout_ms,
-                window)
+                window, expires_ms=expires_ms)
             return await admit_one(self, job_id, route, lambda s: s.admit(
                 job_id, payload, lane=lane, delay_ms=delay_ms, serial=serial,
                 max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms,
-                dedupe_ms=dedupe_ms, dedupe_key=dedupe_key, dedupe_mode=dedupe_mode))
+                dedupe_ms=dedupe_ms, dedupe_key=dedupe_key, dedupe_mode=dedupe_mode,
+                expires_ms=expires_ms))
         return await self._following(op)
 
     def _group(self, items: list[Any], width: int, out: list[Verdict | EchoMQError],
@@ -240,11 +242,16 @@ class AsyncShardedQueue(AsyncShardedBase):
     async def admit_many(
         self, items: Iterable[tuple[str, bytes, str | None]], *, serial: bool = False,
         dedupe_ms: int | None = None, dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """One verdict per ``(id, payload, lane)`` item, in input order. ``dedupe_ms`` and
-        ``dedupe_mode`` give each item a window on its own id (:meth:`AsyncQueue.admit_many`)."""
+        ``dedupe_mode`` give each item a window on its own id (:meth:`AsyncQueue.admit_many`);
+        ``expires_ms`` a deadline to start by, as in :meth:`admit`."""
         window = p.check_window(dedupe_ms, None, dedupe_mode)  # InvalidArgument before any I/O
-        kw = {"dedupe_ms": dedupe_ms, "dedupe_mode": dedupe_mode} if window else {}
+        p.check_expiry(expires_ms, 0)
+        kw: dict[str, Any] = {"dedupe_ms": dedupe_ms, "dedupe_mode": dedupe_mode} if window else {}
+        if expires_ms is not None:
+            kw["expires_ms"] = expires_ms
         return await self._admit_grouped(list(items), 3, serial, kw)
 
     # ------------------------------------------------------------ claim plane
@@ -330,6 +337,11 @@ class AsyncShardedQueue(AsyncShardedBase):
 
     async def trim(self) -> int:
         return sum(await self._each("trim"))
+
+    async def expire(self) -> tuple[int, int]:
+        """Every shard's expiry reaper, one bounded step each: (expired, dropped)."""
+        got = await self._each("expire")
+        return sum(r[0] for r in got), sum(r[1] for r in got)
 
     async def _spend(self, call: str, limit: int) -> Bulk:
         """A bulk dead-job call with ``limit`` spent across the shards in index order."""

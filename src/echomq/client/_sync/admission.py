@@ -51,14 +51,15 @@ class Admission:
     def call(self, job_id: str, payload: object, lane: str | None, delay_ms: int,
                     serial: bool, max_attempts: int | None, priority: int = 0,
                     timeout_ms: int | None = None, window: p.Window | None = None,
-                    holder: str | None = None) -> Call:
+                    holder: str | None = None, expires_ms: int | None = None) -> Call:
         """The call of one admission, every argument checked. With a dedupe ``window``,
         ``throttle`` or ``debounce`` (``holder``: the id a debounce expects to hold the
-        key; None: the job's own id when the key is the id, else none)."""
+        key; None: the job's own id when the key is the id, else none). ``expires_ms``:
+        a deadline to start by (``admit.lua``; decision 0044)."""
         data = p.check_payload(payload, self.options.max_payload)
         if (window is None and lane is None and not delay_ms and max_attempts is None
                 and isinstance(serial, bool) and priority == 0 and type(priority) is int
-                and timeout_ms is None):
+                and timeout_ms is None and expires_ms is None):
             return self._enqueue(job_id, data)  # lua/enqueue.lua, its request encoded once
         lane_arg = p.check_lane(lane)
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
@@ -69,6 +70,7 @@ class Admission:
         level = check_priority(priority)
         if timeout_ms is not None:
             p.check_int("timeout_ms", timeout_ms, 1, p.MAX_DELAY_MS)
+        p.check_expiry(expires_ms, delay_ms)
         if window is not None:
             key = job_id if window.key is None else window.key
             if window.mode == "debounce":
@@ -82,14 +84,15 @@ class Admission:
             return p.deduped(self.k, job_id, data, key=key, window_ms=window.ms, mode=window.mode,
                              lane=lane_arg, delay_ms=delay_ms, serial=serial,
                              max_attempts=max_attempts, priority=level, timeout_ms=timeout_ms,
-                             holder=holder)
+                             holder=holder, expires_ms=expires_ms)
         if not lane_arg and not delay_ms and max_attempts is None and not level \
-                and timeout_ms is None:
+                and timeout_ms is None and expires_ms is None:
             # No option: lua/enqueue.lua, the same write as admit.lua's without one, in a
             # smaller script (``serial`` means nothing without a lane).
             return p.enqueue(self.k, job_id, data)
         return p.admit(self.k, job_id, data, lane=lane_arg, delay_ms=delay_ms, serial=serial,
-                       max_attempts=max_attempts, priority=level, timeout_ms=timeout_ms)
+                       max_attempts=max_attempts, priority=level, timeout_ms=timeout_ms,
+                       expires_ms=expires_ms)
 
     def admit(
         self,
@@ -105,6 +108,7 @@ class Admission:
         dedupe_ms: int | None = None,
         dedupe_key: str | None = None,
         dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> Verdict:
         """Admit one job: ENQUEUED, DUPLICATE, REPLACED or KIND (the one admission verb).
 
@@ -113,7 +117,10 @@ class Admission:
         its own ``max_attempts``, at ``priority`` 0..3 (a higher level is claimed first;
         within a level lanes stay fair; a level ages so none starves,
         docs/decisions/0022-claim-gate.md), with its own handler ``timeout_ms`` (kept in its
-        row; a consumer applies it instead of its own ``timeout_ms``). Bad arguments raise
+        row; a consumer applies it instead of its own ``timeout_ms``), with a deadline
+        ``expires_ms`` (1 ms..366 days, more than ``delay_ms``): a job not started within
+        that many ms of its admission (server clock; a retry's wait counts) ends ``expired``
+        and never runs (docs/decisions/0044-expiry.md). Bad arguments raise
         InvalidArgument (InvalidJobId, InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
         :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
 
@@ -127,9 +134,10 @@ class Admission:
         if window is not None:
             return (self.admit_held(job_id, payload, window, lane=lane, delay_ms=delay_ms,
                                           serial=serial, max_attempts=max_attempts,
-                                          priority=priority, timeout_ms=timeout_ms))[0]
+                                          priority=priority, timeout_ms=timeout_ms,
+                                          expires_ms=expires_ms))[0]
         call = self.call(job_id, payload, lane, delay_ms, serial, max_attempts, priority,
-                                timeout_ms)
+                         timeout_ms, expires_ms=expires_ms)
         verdict = p.decode_verdict(self._run(call))
         if isinstance(verdict, EchoMQError):
             raise verdict
@@ -147,7 +155,7 @@ class Admission:
     def admit_held(
         self, job_id: str, payload: bytes, window: p.Window, *, lane: str | None = None,
         delay_ms: int = 0, serial: bool = False, max_attempts: int | None = None,
-        priority: int = 0, timeout_ms: int | None = None,
+        priority: int = 0, timeout_ms: int | None = None, expires_ms: int | None = None,
     ) -> tuple[Verdict, str]:
         """:meth:`admit` with a checked dedupe ``window``: the verdict and the id of the job
         that holds the key after it (this job's id when ENQUEUED; the holder's when
@@ -156,7 +164,8 @@ class Admission:
         holder: str | None = None
         for _ in range(_HOLDER_ROUNDS):
             reply = self._run(self.call(job_id, payload, lane, delay_ms, serial,
-                                              max_attempts, priority, timeout_ms, window, holder))
+                                              max_attempts, priority, timeout_ms, window, holder,
+                                              expires_ms=expires_ms))
             holder = p.deduped_retry(reply)
             if holder is None:
                 break
@@ -172,6 +181,7 @@ class Admission:
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
         timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
         dedupe_ms: int | None = None, dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs: ``SCRIPT LOAD`` once, then pipelined calls, in input order.
 
@@ -188,6 +198,7 @@ class Admission:
         makes each item its own ``admit`` call, still pipelined in input order).
         ``dedupe_ms``/``dedupe_mode`` give each item a dedupe window on its own id, as
         :meth:`admit` does (each item its own ``throttle`` or ``debounce`` call).
+        ``expires_ms`` gives every item a deadline, each counted from its own admission.
         """
         window = p.check_window(dedupe_ms, None, dedupe_mode)
         level = check_priority(priority)
@@ -196,18 +207,19 @@ class Admission:
         p.check_int("delay_ms", delay_ms, 0, p.MAX_DELAY_MS)
         if max_attempts is not None:
             p.check_int("max_attempts", max_attempts, 1, p.MAX_ATTEMPTS)
+        p.check_expiry(expires_ms, delay_ms)
         listed: list[Any] = items if type(items) is list else list(items)
         out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(listed)  # placeholders
         plain = (isinstance(serial, bool) and not level and timeout_ms is None and not delay_ms
-                 and max_attempts is None and window is None)
+                 and max_attempts is None and window is None and expires_ms is None)
         limit = self.options.max_payload
         segments: list[_Run | tuple[int, Call]] = []
         whole = _all_pairs(listed, limit) if plain else None  # the common list, a few passes
         if whole is not None:
             segments.append(whole)
         else:
-            self._classify(listed, (serial, priority, timeout_ms, delay_ms, max_attempts), plain,
-                           segments, out, window)
+            self._classify(listed, (serial, priority, timeout_ms, delay_ms, max_attempts,
+                                    expires_ms), plain, segments, out, window)
         calls, where = self._calls(segments)
         for script in {c.script.sha: c.script for c in calls}.values():  # at most three
             self._preload(script)
@@ -228,12 +240,14 @@ class Admission:
                     _spread(at, reply, out)
         return out
 
-    def _classify(self, items: list[Any], opts: tuple[bool, int, int | None, int, int | None],
+    def _classify(self, items: list[Any],
+                  opts: tuple[bool, int, int | None, int, int | None, int | None],
                   plain: bool, segments: list[_Run | tuple[int, Call]],
                   out: list[Verdict | EchoMQError], window: p.Window | None = None) -> None:
         """Item by item: runs of plain jobs, a call for each other item, errors in place.
-        ``opts``: every item's (serial, priority, timeout_ms, delay_ms, max_attempts)."""
-        serial, priority, timeout_ms, delay_ms, max_attempts = opts
+        ``opts``: every item's (serial, priority, timeout_ms, delay_ms, max_attempts,
+        expires_ms)."""
+        serial, priority, timeout_ms, delay_ms, max_attempts, expires_ms = opts
         limit, valid, run = self.options.max_payload, p.Enqueuer.valid_id, None
         at: list[int] = []  # the item indices of the current run
         for i, item in enumerate(items):
@@ -250,7 +264,8 @@ class Admission:
                     continue
                 try:
                     call = self.call(item[0], item[1], item[2] if shape == 3 else None, delay_ms,
-                                     serial, max_attempts, priority, timeout_ms, window)
+                                     serial, max_attempts, priority, timeout_ms, window,
+                                     expires_ms=expires_ms)
                 except EchoMQError as exc:
                     out[i] = exc
                     continue

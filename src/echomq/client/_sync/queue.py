@@ -119,6 +119,7 @@ class Queue:
         dedupe_ms: int | None = None,
         dedupe_key: str | None = None,
         dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> Verdict:
         """Admit one job: ENQUEUED, DUPLICATE, REPLACED or KIND (the one admission verb); the
         options (dedupe windows too) and the refusals are :meth:`Admission.admit`'s."""
@@ -126,16 +127,17 @@ class Queue:
                                           serial=serial, max_attempts=max_attempts,
                                           priority=priority, timeout_ms=timeout_ms,
                                           dedupe_ms=dedupe_ms, dedupe_key=dedupe_key,
-                                          dedupe_mode=dedupe_mode)
+                                          dedupe_mode=dedupe_mode, expires_ms=expires_ms)
 
     def admit_flow(self, *, parent: tuple[str, bytes],
                          children: Sequence[tuple[str, str, bytes]],
-                         on_child_failure: str = "fail") -> bool:
+                         on_child_failure: str = "fail", expires_ms: int | None = None) -> bool:
         """Admit ``parent`` = (id, payload) here, waiting for ``children`` = (queue, id,
         payload) in any queues; released (pending) once every child ended. ``on_child_failure``:
         'fail' (the parent dies), 'continue' (failures recorded) or 'ignore'. True admitted,
         False a retry of this flow (decision 0038; :class:`Flows`)."""
-        return self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure)
+        return self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure,
+                                      expires_ms=expires_ms)
 
     def children(self, parent_id: str) -> list[FlowNode]:
         """The children of a flow's parent here, each with its state, outcome and result."""
@@ -154,13 +156,15 @@ class Queue:
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
         timeout_ms: int | None = None, delay_ms: int = 0, max_attempts: int | None = None,
         dedupe_ms: int | None = None, dedupe_mode: str | None = None,
+        expires_ms: int | None = None,
     ) -> list[Verdict | EchoMQError]:
         """Admit many jobs, one verdict (or typed error) per item in input order
         (:meth:`Admission.admit_many`)."""
         return self.admission.admit_many(items, serial=serial, priority=priority,
                                                timeout_ms=timeout_ms, delay_ms=delay_ms,
                                                max_attempts=max_attempts, dedupe_ms=dedupe_ms,
-                                               dedupe_mode=dedupe_mode)
+                                               dedupe_mode=dedupe_mode,
+                                               expires_ms=expires_ms)
 
     def enqueue_many(self, pairs: Iterable[AdmitItem]) -> list[Verdict | EchoMQError]:
         """The protocol's name for :meth:`admit_many` (docs/protocol.md, "Admission"): the
@@ -387,8 +391,13 @@ class Queue:
         return self.upkeep.reap()
 
     def trim(self) -> int:
-        """:meth:`Upkeep.trim`: retention of done and dead rows (bounded)."""
+        """:meth:`Upkeep.trim`: retention of done, dead and expired rows (bounded)."""
         return self.upkeep.trim()
+
+    def expire(self) -> tuple[int, int]:
+        """:meth:`Upkeep.expire`: waiting jobs past their deadline end expired
+        (bounded); (expired, dropped)."""
+        return self.upkeep.expire()
 
     def purge_dead(self, *, limit: int = 1000) -> Bulk:
         """:meth:`Upkeep.purge_dead`."""
@@ -403,7 +412,7 @@ class Queue:
         return self.upkeep.requeue(ids)
 
     def purge(self, state: str, ids: Sequence[str]) -> int:
-        """:meth:`Upkeep.purge`: delete the named done or dead jobs."""
+        """:meth:`Upkeep.purge`: delete the named done, dead or expired jobs."""
         return self.upkeep.purge(state, ids)
 
     def cancel(self, ids: Sequence[str]) -> list[CancelOutcome]:

@@ -3,7 +3,8 @@
 
 A job *ends* done (its result is the bytes its handler returned, kept with the row for the
 done retention), dead (its result is its last error: :class:`~echomq.core.errors.JobFailed`) or
-cancelled (:class:`~echomq.core.errors.JobCancelled`). :func:`wait_result` waits for that end
+cancelled (:class:`~echomq.core.errors.JobCancelled`) or expired, never started by its
+deadline (:class:`~echomq.core.errors.JobExpired`, decision 0044). :func:`wait_result` waits for that end
 without polling: it subscribes to the queue's ``finished`` shard channel (``SSUBSCRIBE``,
 one slot with the queue, so legal on a cluster), waits for the subscription to be
 confirmed, and only then reads the row; every script that ends a job tells the channel in
@@ -25,6 +26,7 @@ from echomq.core.errors import (
     EchoMQError,
     InvalidArgument,
     JobCancelled,
+    JobExpired,
     JobFailed,
     JobNotFound,
     ResultTimeout,
@@ -50,6 +52,10 @@ def ended(job_id: str, row: dict[str, bytes] | None) -> bytes | None:
                         job_id=job_id, error=error, failures=int(row.get("failures", b"0")))
     if state == "cancelled":
         raise JobCancelled(f"job {job_id} was cancelled", job_id=job_id)
+    if state == "expired":
+        deadline = int(row.get("exp", b"0"))
+        raise JobExpired(f"job {job_id} expired: it did not start by its deadline ({deadline} server ms)",
+                         job_id=job_id, deadline_ms=deadline)
     return None
 
 
@@ -77,7 +83,7 @@ def wait_result(connector: ScriptConnector, k: p.QueueKeys,
     """Wait until ``job_id`` ends and return its result (see the module docstring).
 
     ``timeout`` in seconds (0..86400; None waits without end; 0 only looks). Raises
-    ResultTimeout when it has not ended in time, JobFailed (dead), JobCancelled, or
+    ResultTimeout when it has not ended in time, JobFailed (dead), JobCancelled, JobExpired, or
     JobNotFound (no row: never admitted, or not kept).
     """
     k.job(job_id)

@@ -86,12 +86,24 @@ class Upkeep:
         call = p.purge(self.k, state, ids, min_age_ms=min_age_ms)
         return p.decode_bulk(self._run(call))
 
+    def expire(self) -> tuple[int, int]:
+        """The expiry reaper, one bounded step: of the first ``options.reap_batch`` entries
+        of the expiring index (earliest deadline first), each past its deadline whose job
+        still waits ends ``expired``; the others whose job started or ended leave the index.
+        Returns (expired, dropped); a queue whose jobs never use ``expires_ms`` pays one
+        ``peek`` of an empty set (decision 0044)."""
+        ids = self._peek("expiring", self.options.reap_batch)
+        if not ids:
+            return 0, 0
+        return p.decode_expire(self._run(p.expire(self.k, ids)))
+
     def trim(self) -> int:
-        """Retention: delete done and dead rows older than their keep window (bounded)."""
-        n = self.options.reap_batch
-        return self._purge("done", self.options.keep_done_ms, n) + self._purge(
-            "dead", self.options.keep_dead_ms, n
-        )
+        """Retention: delete done, dead and expired rows older than their keep window
+        (bounded; each state its own window: failures outlive successes)."""
+        n, o = self.options.reap_batch, self.options
+        return (self._purge("done", o.keep_done_ms, n)
+                + self._purge("dead", o.keep_dead_ms, n)
+                + self._purge("expired", o.keep_expired_ms, n))
 
     def purge_dead(self, *, limit: int = 1000) -> Bulk:
         """Delete up to ``limit`` (0..10,000) dead jobs now, oldest first; the result is
@@ -122,10 +134,10 @@ class Upkeep:
         return p.decode_bulk(self._run(p.requeue(self.k, self._named(ids))))
 
     def purge(self, state: str, ids: Sequence[str]) -> int:
-        """Delete the named jobs of a finished state (``done`` or ``dead``) now (the
-        ``purge`` script); ids not in that state are skipped. Returns how many went."""
-        if state not in ("done", "dead"):
-            raise InvalidArgument("state must be done or dead")
+        """Delete the named jobs of a finished state (``done``, ``dead`` or ``expired``) now
+        (the ``purge`` script); ids not in that state are skipped. Returns how many went."""
+        if state not in ("done", "dead", "expired"):
+            raise InvalidArgument("state must be done, dead or expired")
         call = p.purge(self.k, state, self._named(ids), min_age_ms=0)
         return p.decode_bulk(self._run(call))
 

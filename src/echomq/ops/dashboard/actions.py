@@ -5,6 +5,7 @@ action     jobs in         transition (:class:`echomq.AsyncQueue` method, Lua sc
 =========  ==============  ==========================================================
 retry      dead            ``requeue(ids)``: back to pending, fresh failure budget
 delete     dead            ``purge("dead", ids)``: the row and its set entry
+delete     expired         ``purge("expired", ids)``: likewise (decision 0044)
 delete     pending         ``cancel(ids)``: off its set, frees a held serial lane, its row
                            kept as ``cancelled`` in the done set (decision 0023)
 delete     delayed         ``cancel(ids)``
@@ -38,7 +39,8 @@ from echomq.protocol.keyspace import check_queue
 __all__ = ["ALLOWED", "MAX_IDS", "act"]
 
 MAX_IDS = 100  # one page at most (page_size <= 100): one bounded script call per action
-ALLOWED = {("retry", "dead"), ("delete", "dead"), ("delete", "pending"), ("delete", "delayed")}
+ALLOWED = {("retry", "dead"), ("delete", "dead"), ("delete", "pending"), ("delete", "delayed"),
+           ("delete", "expired")}
 GATE = {("pause", "queue"), ("resume", "queue")}  # the claim gate: no job ids
 
 
@@ -85,8 +87,8 @@ async def act(request: web.Request) -> web.Response:
         q = await open_queue(st.connector, name)
         if action == "retry":
             done = await q.requeue(chosen)
-        elif where == "dead":
-            done = await q.purge("dead", chosen)
+        elif where in ("dead", "expired"):
+            done = await q.purge(where, chosen)
         else:
             done = (await q.cancel(chosen)).count(CancelOutcome.CANCELLED)
     except EchoMQError as exc:

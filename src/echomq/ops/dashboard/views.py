@@ -30,8 +30,9 @@ from echomq.protocol.keyspace import check_queue
 __all__ = ["job_page", "overview", "plugin_page", "queue_page"]
 
 WHEN = {"pending": "admitted", "active": "lease deadline", "delayed": "due", "done": "finished",
-        "dead": "died"}
-_MOVE = {"dead": ("retry", "delete"), "pending": ("delete",), "delayed": ("delete",)}
+        "dead": "died", "expired": "expired"}
+_MOVE = {"dead": ("retry", "delete"), "pending": ("delete",), "delayed": ("delete",),
+         "expired": ("delete",)}
 
 
 def _qurl(name: str, **params: object) -> str:
@@ -287,7 +288,10 @@ async def job_page(request: web.Request) -> web.Response:
              ("failure limit", esc(d.field("max") or "queue default"))]
     if d.field("lane"):
         facts.append(("lane", esc(d.field("lane")) + (" (serial)" if d.field("serial") == "1" else "")))
-    if d.score is not None and d.state in ("active", "delayed", "done", "dead", "cancelled"):
+    if d.field("exp"):  # admitted with a deadline to start by (decision 0044)
+        facts.append(("start deadline", ago(int(d.field("exp")), d.now_ms)))
+    if d.score is not None and d.state in ("active", "delayed", "done", "dead", "cancelled",
+                                           "expired"):
         label = {"active": "lease deadline", "delayed": "due", "cancelled": "cancelled"}.get(
             d.state) or WHEN[d.state]
         facts.append((label, ago(d.score, d.now_ms)))
@@ -344,7 +348,8 @@ def _history(d: data.JobDetail, created: int) -> str:
         events.append((None, f"last failure: {d.field('error').partition(chr(10))[0][:120]}"))
     if d.score is not None:
         what = {"active": "lease deadline", "delayed": "due", "done": "finished",
-                "dead": "died (moved to the dead set)", "pending": ""}.get(d.state, "")
+                "dead": "died (moved to the dead set)", "pending": "",
+                "expired": "expired: not started by its deadline"}.get(d.state, "")
         if what:
             events.append((int(d.score), what))
     items = "".join(f"<li>{'<b>' + esc(utc(t)) + '</b> ' if t is not None else ''}{esc(text)}</li>"

@@ -5,7 +5,9 @@
 --   fencing token every later transition of that attempt must present. A candidate that
 --   is no longer pending, or whose serial lane has another job in flight, is skipped; so
 --   is one the claim gate holds back (queue paused, queue or lane rate limit): it stays
---   pending and no attempt is counted.
+--   pending and no attempt is counted. A candidate past its deadline (admitted with
+--   expires_ms) is never leased: it ends 'expired' in this same step (include/expiry.lua;
+--   docs/decisions/0044-expiry.md), so no claim can race the expiry reaper.
 -- KEYS[1] pending: emq:{q}:pending
 -- KEYS[2] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- KEYS[3] lanes: emq:{q}:lanes
@@ -14,7 +16,10 @@
 -- KEYS[6] rate: emq:{q}:rate, list, the queue's last lease times (server ms), newest first
 -- KEYS[7] lane_rate: emq:{q}:lane_rate, hash, lane -> its last lease times
 -- KEYS[8] lane_seen: emq:{q}:lane_seen, sorted set, lane -> its newest lease time
--- KEYS[9..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
+-- KEYS[9] expired: emq:{q}:expired, sorted set, score = when it expired (server ms)
+-- KEYS[10] expiring: emq:{q}:expiring, the deadlines of waiting jobs that have one
+-- KEYS[11] finished: emq:{q}:finished, shard channel told the ids of jobs that expired
+-- KEYS[12..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
 -- ARGV[1] lease_ms: lease length in milliseconds, 1..86400000
 -- ARGV[2] count: most jobs to lease, 0..10000
 -- ARGV[3..] ids: the candidate ids
@@ -29,8 +34,9 @@
 -- @include shape
 -- @include gate
 -- @include age
+-- @include expiry
 local bad = shape({'pending', 'active', 'lanes', 'meta', 'inflight', 'rate', 'lane_rate',
-                   'lane_seen'}, 2, 8, 2)
+                   'lane_seen', 'expired', 'expiring', 'finished'}, 2, 11, 2)
 if bad then return bad end
 local lease, count = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 86400000 or lease ~= math.floor(lease) then
@@ -45,7 +51,11 @@ local call, now = redis.call, now_ms()
 local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
 if g.on then g.want = count end -- the gate reads its log in slices of this many
 local due = fmt(now + lease) -- the deadline, formatted once (a score and a reply field)
-local out, gone, active, seen, leased, top, vtime = {}, {}, {}, {}, 0, 0, nil
+local out, gone, active, seen, leased, top, vtime, told = {}, {}, {}, {}, 0, 0, nil, {}
+-- Deadlines are read only while some waiting job has one: every such job is on the index
+-- (admit, retry, reap, requeue put it there), so a queue that never uses expires_ms pays one
+-- EXISTS per call and nothing per job (decision 0044; issue 30).
+local timed = call('EXISTS', KEYS[10]) == 1
 local function flush() -- the leases so far: off pending, onto active (<= 512 members a call)
   if #gone > 0 then call('ZREM', KEYS[1], unpack(gone)) gone = {} end
   if #active > 0 then -- the last leased first: in a listpack (< 128 leases) each id then
@@ -63,15 +73,22 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
     local id, score = ARGV[j + 2], scores[j - i + 1]
     if score and leased < count and not seen[id] then
       seen[id] = true
-      local job = KEYS[j + 8]
-      local row = call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
+      local job = KEYS[j + 11]
+      local row = timed and call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio',
+                                 'timeout', 'exp')
+                        or call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
       local lane, serial, prio = row[2], row[3] == '1', row[6] and tonumber(row[6]) or 0
       local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
       if not row[1] then
         gone[#gone + 1] = id -- a pending entry without a row cannot run; drop it
+      elseif row[8] and tonumber(row[8]) <= now then -- fence: past its deadline: expired, not leased
+        gone[#gone + 1], told[#told + 1] = id, id
+        call('ZREM', KEYS[10], id)
+        expire(job, KEYS[9], KEYS[5], KEYS[11], id, lane, now)
       elseif not (serial and (call('HGET', KEYS[5], lane) or id) ~= id) and (not g.on or gate_take(g, lane)) then
         local attempt = tonumber(row[5] or '0') + 1
         call('HSET', job, 'state', 'active', 'attempts', attempt)
+        if row[8] then call('ZREM', KEYS[10], id) end -- started in time: off the expiry index
         gone[#gone + 1], active[#active + 1] = id, id
         if line then
           if serial then call('HSET', KEYS[5], lane, id) end
@@ -91,6 +108,7 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
   i = last + 1
 end
 flush()
+if #told > 0 then call('SPUBLISH', KEYS[11], table.concat(told, ' ')) end
 if vtime and top > vtime then call('HSET', KEYS[4], 'vtime', fmt(top)) end
 gate_close(g)
 if g.paused then out[#out + 1] = -1 elseif g.wait then out[#out + 1] = g.wait end

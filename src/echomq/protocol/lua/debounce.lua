@@ -19,6 +19,8 @@
 --   with the window
 -- KEYS[8] inflight: emq:{q}:inflight, hash, serial lane -> the job holding it
 -- KEYS[9] holder: emq:{q}:job:<ARGV[11]>, the expected holder's row (KEYS[1] when none)
+-- KEYS[10] expiring: emq:{q}:expiring, as admit.lua's (written only with expires_ms for a
+--   new job; a replaced holder keeps its own deadline)
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- ARGV[3] lane: as admit.lua's (the lane given, serial 1)
@@ -30,6 +32,7 @@
 -- ARGV[9] token: as admit.lua's
 -- ARGV[10] window_ms: how long the key stays held after this admission (1..2678400000)
 -- ARGV[11] holder: the id the caller expects to hold the key, '' for none
+-- ARGV[12] expires_ms: as admit.lua's ('' for no deadline; docs/decisions/0044-expiry.md)
 -- RETURNS: array {verdict, holder}: {1, id} enqueued (by this call) | {2, holder} the
 --   holder's payload replaced and its due time moved | {0, id} the id's row exists,
 --   nothing written | {3, holder} another holder than ARGV[11]: nothing written, ask again
@@ -40,11 +43,13 @@
 -- @include shape
 -- @include options
 -- @include dedupe
+-- @include deadline
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 11, 6)
-if bad or #KEYS ~= 9 or #ARGV ~= 11 or KEYS[8] ~= string.sub(KEYS[2], 1, -8) .. 'inflight' then
+local bad = shape({'job:' .. ARGV[1], 'pending', 'delayed', 'lanes', 'meta', 'wake'}, 12, 6)
+if bad or #KEYS ~= 10 or #ARGV ~= 12 or KEYS[8] ~= string.sub(KEYS[2], 1, -8) .. 'inflight'
+    or KEYS[10] ~= string.sub(KEYS[2], 1, -8) .. 'expiring' then
   return bad or redis.error_reply('EMQKEYS ' .. #KEYS .. ' keys and ' .. #ARGV .. ' args do not fit the contract')
 end
 local id, tok, guess = ARGV[1], ARGV[9], ARGV[11]
@@ -58,6 +63,8 @@ if ARGV[3] == '' or ARGV[5] ~= '1' then -- a running holder must hold the new jo
 end
 local derr, window = dedupe_args(KEYS[7], ARGV[10])
 if derr then return derr end
+local xerr, expires = deadline_arg(ARGV[12], delay)
+if xerr then return xerr end
 local refused, known = fence(KEYS[5])
 if refused then return refused end
 local holder = redis.call('GET', KEYS[7])
@@ -82,5 +89,6 @@ if row[1] == 'pending' or row[1] == 'delayed' then -- fence: only a waiting hold
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, id} end
 admit_row(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], id, delay, known)
+if expires then set_deadline(KEYS[1], KEYS[10], id, expires) end
 redis.call('SET', KEYS[7], id, 'PX', window)
 return {1, id}

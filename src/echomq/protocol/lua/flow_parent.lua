@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- name: flow_parent
 -- summary: The parent's side of a flow (docs/decisions/0038-flows.md). mode 'settle': the
---   relay delivers a child's outcome (done, dead or cancelled); the child's field in the row
+--   relay delivers a child's outcome (done, dead, cancelled or expired); the child's field in the row
 --   records it once (a repeated notice changes nothing), and when every child is settled the
 --   parent is released, waiting -> pending, exactly once (the row counts 'released'). A
 --   failed child under policy 'fail' fails the parent (-> dead). mode 'abandon' (the repair
@@ -19,7 +19,8 @@
 -- ARGV[1] mode: 'settle', 'abandon' or 'cancel'
 -- ARGV[2] id: the parent's id
 -- ARGV[3] child: '<child id>:<child queue>' (settle; '' otherwise)
--- ARGV[4] outcome: 'done', 'dead' or 'cancelled' (settle; '' otherwise)
+-- ARGV[4] outcome: 'done', 'dead', 'cancelled' or 'expired' (settle; '' otherwise): every
+--   outcome but 'done' is a failed child under the parent's policy
 -- RETURNS: settle: 2 released | 1 counted | 3 the parent failed | 0 a repeat, or the parent
 --   no longer waits, or not its child (nothing changed); abandon: 1 tombstoned | 2 cancelled
 --   or tombstoned before | 0 the parent exists; cancel: 1 cancelled | 0 not waiting
@@ -37,8 +38,9 @@ local mode, id, outcome = ARGV[1], ARGV[2], ARGV[4]
 if mode ~= 'settle' and mode ~= 'abandon' and mode ~= 'cancel' then
   return redis.error_reply('EMQARG mode must be settle, abandon or cancel')
 end
-if mode == 'settle' and outcome ~= 'done' and outcome ~= 'dead' and outcome ~= 'cancelled' then
-  return redis.error_reply('EMQARG outcome must be done, dead or cancelled')
+if mode == 'settle' and outcome ~= 'done' and outcome ~= 'dead' and outcome ~= 'cancelled'
+    and outcome ~= 'expired' then
+  return redis.error_reply('EMQARG outcome must be done, dead, cancelled or expired')
 end
 local refused = fence(KEYS[7])
 if refused then return refused end

@@ -8,18 +8,21 @@
 -- KEYS[3] pending: emq:{q}:pending
 -- KEYS[4] wake: emq:{q}:wake, told the id when pending stops being empty
 -- KEYS[5] meta: emq:{q}:meta
+-- KEYS[6] expiring: emq:{q}:expiring, where a child with a deadline ('exp') is indexed
 -- ARGV[1] id: the child's id
 -- RETURNS: 1 started | 0 not held (nothing changed)
 -- ERRORS: EMQKEYS keys not this id's queue; EMQVERSION another major version; nothing written
 -- @include fence
 -- @include shape
-local bad = shape({'job:' .. (ARGV[1] or ''), 'held', 'pending', 'wake', 'meta'}, 1)
+local bad = shape({'job:' .. (ARGV[1] or ''), 'held', 'pending', 'wake', 'meta', 'expiring'}, 1)
 if bad then return bad end
 local refused = fence(KEYS[5])
 if refused then return refused end
-if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end -- fence: only a held child
+local row = redis.call('HMGET', KEYS[1], 'state', 'exp')
+if row[1] ~= 'held' then return 0 end -- fence: only a held child
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'pending')
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
+if row[2] then redis.call('ZADD', KEYS[6], row[2], ARGV[1]) end -- its deadline (decision 0044)
 if redis.call('ZCARD', KEYS[3]) == 1 then redis.call('SPUBLISH', KEYS[4], ARGV[1]) end
 return 1

@@ -11,15 +11,18 @@
 -- KEYS[6] meta: emq:{q}:meta
 -- KEYS[7] workers: emq:{q}:workers
 -- KEYS[8] about: emq:{q}:workers:about
+-- KEYS[9] expired: emq:{q}:expired
 -- ARGV[1] window_ms: the window of the recent counts
--- RETURNS: {exists, pending, active, delayed, done, dead, done_recent, dead_recent, now, overdue, first_unlaned, first_laned, {name, deadline, about per live worker}}
+-- RETURNS: {exists, pending, active, delayed, done, dead, done_recent, dead_recent, now, overdue,
+--   first_unlaned, first_laned, {name, deadline, about per live worker}, expired,
+--   expired_recent}
 -- ERRORS: EMQARG a malformed argument; EMQKEYS keys not one queue's; EMQVERSION another
 --   major version
 -- @include now
 -- @include fence
 -- @include shape
 local bad = shape({'pending', 'active', 'delayed', 'done', 'dead', 'meta', 'workers',
-                   'workers:about'}, 1)
+                   'workers:about', 'expired'}, 1)
 if bad then return bad end
 local window = tonumber(ARGV[1])
 if not window or window < 0 then
@@ -45,4 +48,6 @@ for i = 1, #live, 2 do
   flat[#flat + 1] = redis.call('HGET', KEYS[8], live[i]) or ''
 end
 out[#out + 1] = flat
+out[#out + 1] = redis.call('ZCARD', KEYS[9])
+out[#out + 1] = redis.call('ZCOUNT', KEYS[9], since, '+inf')
 return out

@@ -1,12 +1,12 @@
 #!lua flags=allow-oom
 -- name: purge
--- summary: Delete the candidate rows of a finished state (done or dead) that entered it at
+-- summary: Delete the candidate rows of a finished state (done, dead or expired) that entered it at
 --   least min_age_ms ago on the server clock: retention and purge are this one script.
 --   The done set also holds cancelled rows (docs/decisions/0023): they go with it.
--- KEYS[1] set: emq:{q}:done or emq:{q}:dead, the set named by ARGV[1]
+-- KEYS[1] set: emq:{q}:done, emq:{q}:dead or emq:{q}:expired, the set named by ARGV[1]
 -- KEYS[2] meta: emq:{q}:meta
 -- KEYS[3..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[3..] order
--- ARGV[1] state: 'done' or 'dead', the state the rows must be in
+-- ARGV[1] state: 'done', 'dead' or 'expired', the state the rows must be in
 -- ARGV[2] min_age_ms: 0..31622400000; 0 deletes regardless of age
 -- ARGV[3..] ids: the candidate ids
 -- RETURNS: {rows deleted, entries left in the set}
@@ -15,8 +15,8 @@
 -- @include now
 -- @include fence
 -- @include shape
-if ARGV[1] ~= 'done' and ARGV[1] ~= 'dead' then
-  return redis.error_reply('EMQARG state must be done or dead')
+if ARGV[1] ~= 'done' and ARGV[1] ~= 'dead' and ARGV[1] ~= 'expired' then
+  return redis.error_reply('EMQARG state must be done, dead or expired')
 end
 local bad = shape({ARGV[1], 'meta'}, 2, 2, 2)
 if bad then return bad end

@@ -4,7 +4,8 @@
 --   first) whose lease has expired on the server clock: back to pending, or to the dead set
 --   once the expiry makes max_attempts failures. The lost attempt's token stays stale: the
 --   next claim increments attempts. A job asked to stop (cancel) ends 'cancelled' instead.
---   Ended jobs are told on the finished channel. Bounded by the number of candidates.
+--   Ended jobs are told on the finished channel. Bounded by the number of candidates. A
+--   requeued job keeps its deadline (expires_ms): it goes back on the expiring index.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] pending: emq:{q}:pending
 -- KEYS[3] dead: emq:{q}:dead
@@ -14,7 +15,8 @@
 -- KEYS[7] wake: emq:{q}:wake
 -- KEYS[8] done: emq:{q}:done, where a cancelled job's row is kept
 -- KEYS[9] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
--- KEYS[10..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[2..] order
+-- KEYS[10] expiring: emq:{q}:expiring, a requeued job with a deadline goes back on it
+-- KEYS[11..] jobs: emq:{q}:job:<id> for each candidate, in ARGV[2..] order
 -- ARGV[1] max_attempts: failure limit when the row names none, 1..10000
 -- ARGV[2..] ids: the candidate ids
 -- RETURNS: {requeued, dead, cancelled}
@@ -29,7 +31,7 @@
 -- @include fence
 -- @include shape
 local bad = shape({'active', 'pending', 'dead', 'lanes', 'meta', 'inflight', 'wake', 'done',
-                   'finished'}, 1, 9, 1)
+                   'finished', 'expiring'}, 1, 10, 1)
 if bad then return bad end
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 or limit > 10000 or limit ~= math.floor(limit) then
@@ -40,11 +42,11 @@ if refused then return refused end
 local now = now_ms()
 local requeued, dead, cancelled, told = 0, 0, 0, {}
 for i = 2, #ARGV do
-  local id, job = ARGV[i], KEYS[i + 8]
+  local id, job = ARGV[i], KEYS[i + 9]
   local deadline = redis.call('ZSCORE', KEYS[1], id)
   if deadline and tonumber(deadline) <= now then -- threshold: the lease expired
     redis.call('ZREM', KEYS[1], id)
-    local row = redis.call('HMGET', job, 'state', 'failures', 'max', 'lane', 'cancel', 'parent')
+    local row = redis.call('HMGET', job, 'state', 'failures', 'max', 'lane', 'cancel', 'parent', 'exp')
     if row[1] and row[5] then -- fence: a cancel was asked: cancelled, not run again
       release(KEYS[6], row[4], id)
       ended(job, KEYS[8], id, now)
@@ -62,6 +64,7 @@ for i = 2, #ARGV do
         redis.call('HSET', job, 'state', 'pending', 'failures', failures, 'error', 'lease expired')
         pend(KEYS[2], KEYS[4], KEYS[5], KEYS[7], id, row[4],
              row[4] and redis.call('HGET', KEYS[6], row[4]) == id, job)
+        if row[7] then redis.call('ZADD', KEYS[10], row[7], id) end -- its deadline holds
         requeued = requeued + 1
       end
     end

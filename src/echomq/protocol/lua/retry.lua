@@ -7,6 +7,7 @@
 --   typed task gave up: give_up_on). mode 'defer' (a rate budget said "later") counts
 --   nothing. The attempt counter only ever grows: it is the fencing token. A serial lane stays held until the job ends.
 --   A job asked to stop (cancel) ends 'cancelled' in either mode; an ended job is told.
+--   A job scheduled again keeps its deadline (expires_ms): the wait counts against it.
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] job: emq:{q}:job:<id>
 -- KEYS[3] delayed: emq:{q}:delayed
@@ -18,6 +19,7 @@
 -- KEYS[9] wake: emq:{q}:wake
 -- KEYS[10] done: emq:{q}:done, where a cancelled job's row is kept
 -- KEYS[11] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
+-- KEYS[12] expiring: emq:{q}:expiring, a job scheduled again with a deadline goes back on it
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
 -- ARGV[3] delay_ms: wait before the job is pending again, 0..31622400000
@@ -42,7 +44,7 @@
 -- @include shape
 -- @include earned
 local bad = shape({'active', 'job:' .. (ARGV[1] or ''), 'delayed', 'dead', 'inflight', 'pending',
-                   'lanes', 'meta', 'wake', 'done', 'finished'}, 7)
+                   'lanes', 'meta', 'wake', 'done', 'finished', 'expiring'}, 7)
 if bad then return bad end
 local delay = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
@@ -63,7 +65,8 @@ if big then return big end
 if ARGV[6] ~= 'defer' and full(#err) then err = string.sub(err, 1, ROOM) end -- past the limit: 1 KiB
 local refused = fence(KEYS[8])
 if refused then return refused end
-local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel', 'parent')
+local row = redis.call('HMGET', KEYS[2], 'state', 'attempts', 'max', 'failures', 'lane', 'cancel', 'parent',
+                         'exp')
 local current = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = now_ms()
 local e = (row[1] ~= 'active' or row[2] ~= ARGV[2]) and earned(KEYS[2], tok) or 0
@@ -92,6 +95,7 @@ if ARGV[6] ~= 'defer' then
     return 2
   end
 end
+if row[8] then redis.call('ZADD', KEYS[12], row[8], ARGV[1]) end -- its deadline holds (0044)
 if delay == 0 then
   redis.call('HSET', KEYS[2], 'state', 'pending', 'fin', '1' .. tok)
   pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5],

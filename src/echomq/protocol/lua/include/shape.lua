@@ -1,9 +1,11 @@
 -- shape(names, nargs, jobs, ids): the EMQKEYS error reply unless KEYS and ARGV have the
 -- contract's shape, else nil. KEYS[i] must be emq:{q}:<names[i]> (names[i] false: any of
--- the five state sets). Without jobs: exactly #names keys and nargs args. With jobs: at
+-- the six state sets, or the expiring index, which peek reads for the expiry reaper).
+-- Without jobs: exactly #names keys and nargs args. With jobs: at
 -- least nargs args, and (with ids) KEYS[jobs + j] must be emq:{q}:job:<ARGV[ids + j]>, one job key
 -- per id. Reads no key.
-local STATE_SETS = {pending = true, active = true, delayed = true, done = true, dead = true}
+local STATE_SETS = {pending = true, active = true, delayed = true, done = true, dead = true,
+                    expired = true, expiring = true}
 local function shape(names, nargs, jobs, ids)
   if #KEYS < #names or #ARGV < nargs or (jobs == nil and (#KEYS ~= #names or #ARGV ~= nargs)) then
     return redis.error_reply('EMQKEYS ' .. #KEYS .. ' keys and ' .. #ARGV .. ' args do not fit the contract')
