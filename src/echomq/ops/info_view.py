@@ -43,13 +43,13 @@ def render_info(info: ServerInfo, console: Console) -> None:
                       "while workers drain; they resume as memory frees[/]")
     table = Table(title="queues (/m: in the last minute; oldest: pending since admission)",
                   box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("queue", "pend", "act", "delay", "done", "dead", "done/m", "dead/m", "oldest",
-                "late", "wrk"):
+    for col in ("queue", "pend", "act", "delay", "done", "dead", "exp", "done/m", "dead/m",
+                "oldest", "late", "wrk"):
         table.add_column(col, justify="left" if col == "queue" else "right", min_width=len(col))
     for q in info.queues:
         c = q.counts
         table.add_row(q.name, str(c.pending), str(c.active), str(c.delayed), str(c.done), str(c.dead),
-                      str(q.completed_last_minute), str(q.dead_last_minute),
+                      str(c.expired), str(q.completed_last_minute), str(q.dead_last_minute),
                       age(q.oldest_pending_age_s), str(q.overdue_leases), str(len(q.workers)))
     console.print(table)
     failed = sum(q.failed_last_minute for q in info.queues)
