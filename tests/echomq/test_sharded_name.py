@@ -47,8 +47,9 @@ async def test_a_foreign_client_on_a_sharded_name_is_refused_by_the_fence(
     k = plain.keys
     job = generate("JOB")
     with pytest.raises(redis.ResponseError, match=f"^EMQVERSION queue speaks {SHARDED}"):
-        raw.eval(load("admit").source, 6, plain.job_key(job), k["pending"], k["delayed"],
-                 k["lanes"], k["meta"], k["wake"], job, b"x", "", 0, "0", "", 0, "", "")
+        raw.eval(load("admit").source, 7, plain.job_key(job), k["pending"], k["delayed"],
+                 k["lanes"], k["meta"], k["wake"], k["expiring"], job, b"x", "", 0, "0", "", 0,
+                 "", "", "")
     assert raw.exists(plain.job_key(job)) == 0
 
 

@@ -192,7 +192,8 @@ def test_invalid_arguments_write_nothing(queue: Queue, raw: redis.Redis) -> None
     with pytest.raises(InvalidArgument, match="EMQARG"):
         queue.connector.eval(
             load("admit"),
-            [queue.job_key(job), k["pending"], k["delayed"], k["lanes"], k["meta"], k["wake"]],
-            [job, b"x", "", "-5", "0", "", "0", "", ""],
+            [queue.job_key(job), k["pending"], k["delayed"], k["lanes"], k["meta"], k["wake"],
+             k["expiring"]],
+            [job, b"x", "", "-5", "0", "", "0", "", "", ""],
         )
     assert assert_consistent(raw, queue.name) == {}
