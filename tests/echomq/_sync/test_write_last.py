@@ -45,9 +45,10 @@ def test_keys_that_do_not_line_up_with_argv_are_refused_and_write_nothing(
     before = _dump(raw, queue.name)
     other = p.QueueKeys.of(queue.name + "-other")
     good = p.claim(queue.k, [b.encode()], count=1, lease_ms=1000)
-    swapped = p.Call(good.script, [*good.keys[:8], queue.k.job(a)], good.args)  # b's id, a's row
+    fixed = len(good.keys) - 1  # the claim's own keys, before the candidates' job keys
+    swapped = p.Call(good.script, [*good.keys[:fixed], queue.k.job(a)], good.args)  # b's id, a's row
     foreign = p.Call(good.script, [*good.keys[:4], other.inflight, *good.keys[5:]], good.args)
-    short = p.Call(good.script, good.keys[:8], good.args)
+    short = p.Call(good.script, good.keys[:fixed], good.args)
     hb = p.heartbeat(queue.k, lease, lease_ms=1000)
     wrong_job = p.Call(hb.script, [hb.keys[0], queue.k.job(b), hb.keys[2]], hb.args)
     for bad in (swapped, wrong_job):
