@@ -131,7 +131,7 @@ MUTANTS: list[Mutant] = [
     Mutant("claim: the attempt is not incremented", "claim.lua",
            "local attempt = tonumber(row[5] or '0') + 1", "local attempt = tonumber(row[5] or '0')",
            "the fencing token stays the same across attempts"),
-    # expiry (decision 0044): a job past its deadline never runs, one before it never expires
+    # expiry (decision 0045): a job past its deadline never runs, one before it never expires
     Mutant("claim: leases a job past its deadline (expiry)", "claim.lua",
            "elseif row[8] and tonumber(row[8]) <= now then", "elseif false then",
            "the deadline check removed: an expired job runs late"),

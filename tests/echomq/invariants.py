@@ -29,7 +29,7 @@ def assert_consistent(raw: redis.Redis, queue: str) -> dict[str, str]:
     for jid, state in where.items():
         row_state = raw.hget(f"emq:{{{queue}}}:job:{jid}", "state")
         assert row_state == state.encode() or (state, row_state) == ("done", b"cancelled"), jid
-    # Expiry (decision 0044): every waiting job with a deadline is on the expiring index at
+    # Expiry (decision 0045): every waiting job with a deadline is on the expiring index at
     # its deadline, so the reaper finds it; the index may hold stale entries of jobs that
     # no longer wait (the reaper drops them), never a wrong deadline.
     indexed = {m.decode(): s for m, s in raw.zrange(f"emq:{{{queue}}}:expiring", 0, -1, withscores=True)}

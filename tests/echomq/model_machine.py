@@ -7,7 +7,7 @@ by reaping expired leases past the limit); fair and serial lanes; delayed admiss
 in one flush); retention (``trim``), ``purge_dead`` and ``requeue_dead``; cancellation of
 pending, delayed and active jobs (then ended cancelled by complete, retry or reap),
 progress reports fenced by the attempt, and results read back (done, dead, cancelled);
-deadlines to start by (``expires_ms``, decision 0044): a job past its deadline is never
+deadlines to start by (``expires_ms``, decision 0045): a job past its deadline is never
 leased (claim ends it expired) and the reaper ends the unclaimed ones, never one before.
 
 Leases expire and delays come due on the server's own clock: a short lease (or delay)
@@ -98,7 +98,7 @@ REACH = frozenset({
     "cancelled pending", "cancelled delayed", "cancel asked", "cancelled by complete",
     "cancelled by retry", "cancelled by reap", "progress recorded", "stale progress refused",
     "result done", "result dead", "result cancelled", "result not ended",
-    # expiry (decision 0044): a deadline refused, kept, ended by claim or by the reaper
+    # expiry (decision 0045): a deadline refused, kept, ended by claim or by the reaper
     "deadline refused", "deadline admitted", "expired by claim", "expired by the reaper",
     "result expired", "expired",
 })
@@ -1069,7 +1069,7 @@ class QueueMachine(RuleBasedStateMachine):
         lanes, inflight, vtime, index = replies[n], replies[n + 1], replies[n + 2], replies[n + 3]
         rows = dict(zip(ids, replies[n + 4: n + 4 + len(ids)], strict=True))
         assert not any(replies[n + 4 + len(ids):]), "a deleted or refused id has a row"
-        # the expiring index: exactly the model's (decision 0044)
+        # the expiring index: exactly the model's (decision 0045)
         assert {m.decode(): _int(v) for m, v in index} == {i: e for i, (e, _) in ref.index.items()}
         for state, members in sets.items():
             assert sorted(members) == ref.members(state), state

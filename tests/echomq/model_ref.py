@@ -32,7 +32,7 @@ class Job:
     prio: int = 0
     timeout: int | None = None  # the job's own handler timeout (ms), given at admission
     state: str = "pending"  # pending | active | delayed | done | dead | cancelled (done set)
-    #                         | expired (never started by its deadline, decision 0044)
+    #                         | expired (never started by its deadline, decision 0045)
     attempts: int = 0
     failures: int = 0
     score: int = 0  # pending: the fair-lane start tag (0 without a lane or as the lane's head)
@@ -71,7 +71,7 @@ class Ref:
     qlog: list[int] = field(default_factory=list)  # the queue's lease times, newest first
     llog: dict[str, list[int]] = field(default_factory=dict)  # lane -> its lease times
     held: list[int] = field(default_factory=list)  # the last claim: dues of held-back tokens
-    # expiry (decision 0044): the expiring index, id -> (deadline, passed); it holds every
+    # expiry (decision 0045): the expiring index, id -> (deadline, passed); it holds every
     # waiting job with a deadline and stale entries of jobs that stopped waiting otherwise
     # (cancelled, purged) until the reaper meets them past their deadline
     index: dict[str, tuple[int, bool]] = field(default_factory=dict)

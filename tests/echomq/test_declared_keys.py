@@ -137,7 +137,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.purge("done", [a.id])
     await q.purge_dead(limit=5)
     await q.trim()
-    # Expiry (decision 0044): the reaper ends one job past its deadline, a claim another.
+    # Expiry (decision 0045): the reaper ends one job past its deadline, a claim another.
     x = AsyncQueue(c, qname + "-x")  # type: ignore[arg-type]
     for reaper in (True, False):
         t = await c.server_time_ms()

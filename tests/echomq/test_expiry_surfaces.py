@@ -1,4 +1,4 @@
-"""Expiry (docs/decisions/0044-expiry.md) where the rest of the system meets it: sharded
+"""Expiry (docs/decisions/0045-expiry.md) where the rest of the system meets it: sharded
 queues, a running consumer (upkeep reaps, the handler never sees a late job), typed tasks,
 a flow child that expires, and the operator's surfaces (info, metrics, search, the
 dashboard, the CLI). Both topologies where a queue is involved; deadlines are about a

@@ -38,7 +38,7 @@ EXPORTED = [
     # results, progress and cancellation (decision 0023)
     "CancelOutcome", "CancelToken", "ProgressOutcome", "JobCancelled", "JobFailed", "JobNotFound",
     "ResultTimeout",
-    # expiry (decision 0044)
+    # expiry (decision 0045)
     "JobExpired",
     # typed tasks (decision 0033)
     "App", "Task", "TaskCall", "TaskContext", "TaskHandle", "SyncTaskHandle", "TaskError",

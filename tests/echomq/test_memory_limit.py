@@ -45,7 +45,7 @@ from tests.echomq.invariants import assert_consistent
 ADMISSION = {"admit", "enqueue", "enqueue_batch", "schedule", "flow_hold", "flow_admit",
              "throttle", "debounce"}  # admission with a dedupe window (issue 28 item 2)
 DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
-          "expire",  # ends waiting jobs past their deadline (decision 0044): frees nothing, adds none
+          "expire",  # ends waiting jobs past their deadline (decision 0045): frees nothing, adds none
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
           "pause", "limits",  # the claim gate's controls: an operator can pause or limit at the limit

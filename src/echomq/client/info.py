@@ -78,7 +78,7 @@ class QueueInfo:
     overdue_leases: int  # active jobs whose lease has expired, waiting for reap
     now_ms: int
     workers: list[WorkerInfo] = field(default_factory=list)
-    expired_last_minute: int = 0  # entered expired within WINDOW_MS (decision 0044)
+    expired_last_minute: int = 0  # entered expired within WINDOW_MS (decision 0045)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

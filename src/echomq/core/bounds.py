@@ -75,7 +75,7 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
 def check_expiry(expires_ms: object, delay_ms: int) -> int | None:
     """``expires_ms`` if it is None or an int in 1..MAX_DELAY_MS greater than ``delay_ms``
     (a job delayed past its own deadline could never run), else InvalidArgument
-    (docs/decisions/0044-expiry.md)."""
+    (docs/decisions/0045-expiry.md)."""
     if expires_ms is None:
         return None
     check_int("expires_ms", expires_ms, 1, MAX_DELAY_MS)

@@ -223,7 +223,7 @@ class JobCancelled(EchoMQError):
 
 class JobExpired(EchoMQError):
     """The job was admitted with ``expires_ms`` and did not start by that deadline (server
-    clock): it ended ``expired`` and never ran, so it has no result (decision 0044).
+    clock): it ended ``expired`` and never ran, so it has no result (decision 0045).
     ``.deadline_ms`` is the deadline it missed (server ms; 0 if the row kept none)."""
 
     def __init__(self, message: str, *, job_id: str = "", deadline_ms: int = 0) -> None:

@@ -171,7 +171,7 @@ class Stats:
     delayed: int
     done: int
     dead: int
-    expired: int = 0  # never started by their deadline (admit's expires_ms, decision 0044)
+    expired: int = 0  # never started by their deadline (admit's expires_ms, decision 0045)
 
     @property
     def total(self) -> int:
@@ -196,7 +196,7 @@ class QueueOptions:
     * ``keep_dead_ms``: dead rows are kept seven days for inspection and requeue.
     * ``keep_expired_ms``: rows of jobs that expired unstarted (admit's ``expires_ms``)
       are kept seven days, as failures are: retention per state, so failures and
-      expiries outlive successes (docs/decisions/0044-expiry.md).
+      expiries outlive successes (docs/decisions/0045-expiry.md).
     * ``max_attempts``: a job that fails (or loses its lease) this many times is dead
       (1..10,000).
     * Ranges: ``keep_*_ms`` 0..366 days, ``reap_batch`` 1..10,000; outside them

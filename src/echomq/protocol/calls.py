@@ -152,7 +152,7 @@ def admit(k: QueueKeys, job_id: str, payload: bytes, *, lane: str, delay_ms: int
           max_attempts: int | None, priority: int = 0, timeout_ms: int | None = None,
           token: str | None = None, expires_ms: int | None = None) -> Call:
     """``expires_ms``: the job must start within that many ms of its admission (server
-    clock), else it ends ``expired`` (decision 0044); None for no deadline."""
+    clock), else it ends ``expired`` (decision 0045); None for no deadline."""
     return Call(_ADMIT, [k.job(job_id), k.pending, k.delayed, k.lanes, k.meta, k.wake, k.expiring],
                 [job_id, payload, lane, delay_ms, "1" if serial else "0",
                  "" if max_attempts is None else max_attempts, priority,
@@ -177,7 +177,7 @@ def deduped(k: QueueKeys, job_id: str, payload: bytes, *, key: str, window_ms: i
     """The ``throttle`` or ``debounce`` call (``mode``) of one admission with a dedupe
     window of ``window_ms`` on ``key`` (:mod:`echomq.protocol.dedupe`); ``holder`` is the
     id a debounce expects to hold the key ('' for none); ``expires_ms`` a new job's
-    deadline to start by (decision 0044; a replaced holder keeps its own)."""
+    deadline to start by (decision 0045; a replaced holder keeps its own)."""
     args: list[Any] = [job_id, payload, lane, delay_ms, "1" if serial else "0",
                        "" if max_attempts is None else max_attempts, priority,
                        "" if timeout_ms is None else timeout_ms, token or call_token(), window_ms]

@@ -47,7 +47,7 @@ class FlowSpec:
     """One job of a flow to admit (:meth:`AsyncFlows.admit_tree`): its queue, id, payload
     and children, each a FlowSpec (none for a leaf); ``on_child_failure`` is its policy
     when it has children ('fail', 'continue' or 'ignore'); ``expires_ms`` a leaf's deadline
-    to start by, counted from the flow's admission (decision 0044; an expired leaf is a
+    to start by, counted from the flow's admission (decision 0045; an expired leaf is a
     failed child)."""
 
     queue: str

@@ -108,7 +108,7 @@ class QueueKeys:
     delayed: str
     done: str
     dead: str
-    expired: str  # jobs that never started by their deadline (decision 0044)
+    expired: str  # jobs that never started by their deadline (decision 0045)
     lanes: str
     meta: str
     inflight: str
@@ -123,7 +123,7 @@ class QueueKeys:
     waiting: str  # flow parents waiting for their children (decision 0038)
     held: str  # flow children admitted before their parent, not claimable yet (decision 0038)
     reserved: str  # a sharded queue's ids reserved here for another shard (decision 0040)
-    expiring: str  # the deadlines of waiting jobs admitted with expires_ms (decision 0044)
+    expiring: str  # the deadlines of waiting jobs admitted with expires_ms (decision 0045)
     job_prefix: str
 
     @classmethod

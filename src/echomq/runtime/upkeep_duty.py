@@ -3,7 +3,7 @@
 Every beat each consumer of a queue races for the queue's upkeep token (``SET NX PX``
 for one beat, :meth:`echomq.client._async.upkeep.AsyncUpkeep.take_token`); the one that gets it promotes due
 delayed jobs, reaps expired leases, ends waiting jobs past their deadline ``expired``
-(admit's ``expires_ms``, decision 0044) and, every ``trim_every`` of its beats, trims done,
+(admit's ``expires_ms``, decision 0045) and, every ``trim_every`` of its beats, trims done,
 dead and expired rows: no separate scheduler process. At ``maxmemory`` the token's ``SET`` is
 refused (OOM) while promote and reap are not (their scripts are ``allow-oom``), so every
 consumer runs them then (they are fenced: docs/decisions/0010); that refusal is also

@@ -12,7 +12,7 @@ Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments:
 job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff``
 (a :class:`~echomq.core.outcomes.BackoffPolicy` for this task's failures);
 ``timeout_ms``; ``delay_ms``; ``expires_ms`` (a deadline to start by: past it the job ends
-``expired`` unrun, docs/decisions/0044-expiry.md); ``key`` (a parameter's name or a function of the arguments
+``expired`` unrun, docs/decisions/0045-expiry.md); ``key`` (a parameter's name or a function of the arguments
 giving a business key: the job gets a fresh time-ordered id and the key, as
 ``derive_id("JOB", key, namespace=task name)``, is its dedupe key for ``dedupe_ms``
 (default :data:`KEY_WINDOW_MS`, one hour from admission; ``dedupe_mode`` "throttle" or
@@ -78,7 +78,7 @@ class AdmitOptions:
     key: ArgFn = None
     dedupe_ms: int | None = None  # a keyed job's window (None: KEY_WINDOW_MS)
     dedupe_mode: str | None = None  # "throttle" (None) or "debounce"
-    expires_ms: int | None = None  # a deadline to start by (decision 0044)
+    expires_ms: int | None = None  # a deadline to start by (decision 0045)
 
     def __post_init__(self) -> None:
         if (self.dedupe_ms is not None or self.dedupe_mode is not None) and self.key is None:

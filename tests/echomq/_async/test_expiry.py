@@ -1,4 +1,4 @@
-"""Expiry (issue 28 item 4; docs/decisions/0044-expiry.md), on both topologies and both
+"""Expiry (issue 28 item 4; docs/decisions/0045-expiry.md), on both topologies and both
 APIs (written once for asyncio; the blocking copy is generated).
 
 * ``admit(..., expires_ms=)``: a job not started by its deadline (server clock) ends

@@ -1,5 +1,5 @@
 # Generated from tests/echomq/_async/test_expiry.py by scripts/unasync_gen.py. Do not edit.
-"""Expiry (issue 28 item 4; docs/decisions/0044-expiry.md), on both topologies and both
+"""Expiry (issue 28 item 4; docs/decisions/0045-expiry.md), on both topologies and both
 APIs (written once for asyncio; the blocking copy is generated).
 
 * ``admit(..., expires_ms=)``: a job not started by its deadline (server clock) ends

@@ -54,7 +54,7 @@ class AsyncAdmission:
         """The call of one admission, every argument checked. With a dedupe ``window``,
         ``throttle`` or ``debounce`` (``holder``: the id a debounce expects to hold the
         key; None: the job's own id when the key is the id, else none). ``expires_ms``:
-        a deadline to start by (``admit.lua``; decision 0044)."""
+        a deadline to start by (``admit.lua``; decision 0045)."""
         data = p.check_payload(payload, self.options.max_payload)
         if (window is None and lane is None and not delay_ms and max_attempts is None
                 and isinstance(serial, bool) and priority == 0 and type(priority) is int
@@ -119,7 +119,7 @@ class AsyncAdmission:
         row; a consumer applies it instead of its own ``timeout_ms``), with a deadline
         ``expires_ms`` (1 ms..366 days, more than ``delay_ms``): a job not started within
         that many ms of its admission (server clock; a retry's wait counts) ends ``expired``
-        and never runs (docs/decisions/0044-expiry.md). Bad arguments raise
+        and never runs (docs/decisions/0045-expiry.md). Bad arguments raise
         InvalidArgument (InvalidJobId, InvalidPayload, PayloadTooLarge, ...) before any I/O; the ranges are in
         :mod:`echomq.protocol`. A refusal of the server is raised as its typed error.
 

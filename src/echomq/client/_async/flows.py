@@ -82,7 +82,7 @@ class AsyncFlows:
         """Admit a flow: ``parent`` = (id, payload) in ``queue``, ``children`` = (queue, id,
         payload) each. True when admitted, False when this exact flow was admitted before
         (a retry). ``expires_ms``: every child's deadline to start by, from this admission
-        (a child past it ends expired: a failed child; decision 0044). Every argument is
+        (a child past it ends expired: a failed child; decision 0045). Every argument is
         checked before the first write."""
         pid, payload = parent
         return await self.admit_tree(FlowSpec(queue, pid, payload, tuple(

@@ -4,7 +4,7 @@
 A job *ends* done (its result is the bytes its handler returned, kept with the row for the
 done retention), dead (its result is its last error: :class:`~echomq.core.errors.JobFailed`) or
 cancelled (:class:`~echomq.core.errors.JobCancelled`) or expired, never started by its
-deadline (:class:`~echomq.core.errors.JobExpired`, decision 0044). :func:`wait_result` waits for that end
+deadline (:class:`~echomq.core.errors.JobExpired`, decision 0045). :func:`wait_result` waits for that end
 without polling: it subscribes to the queue's ``finished`` shard channel (``SSUBSCRIBE``,
 one slot with the queue, so legal on a cluster), waits for the subscription to be
 confirmed, and only then reads the row; every script that ends a job tells the channel in

@@ -91,7 +91,7 @@ class Upkeep:
         of the expiring index (earliest deadline first), each past its deadline whose job
         still waits ends ``expired``; the others whose job started or ended leave the index.
         Returns (expired, dropped); a queue whose jobs never use ``expires_ms`` pays one
-        ``peek`` of an empty set (decision 0044)."""
+        ``peek`` of an empty set (decision 0045)."""
         ids = self._peek("expiring", self.options.reap_batch)
         if not ids:
             return 0, 0

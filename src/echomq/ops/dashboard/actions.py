@@ -5,7 +5,7 @@ action     jobs in         transition (:class:`echomq.AsyncQueue` method, Lua sc
 =========  ==============  ==========================================================
 retry      dead            ``requeue(ids)``: back to pending, fresh failure budget
 delete     dead            ``purge("dead", ids)``: the row and its set entry
-delete     expired         ``purge("expired", ids)``: likewise (decision 0044)
+delete     expired         ``purge("expired", ids)``: likewise (decision 0045)
 delete     pending         ``cancel(ids)``: off its set, frees a held serial lane, its row
                            kept as ``cancelled`` in the done set (decision 0023)
 delete     delayed         ``cancel(ids)``

@@ -288,7 +288,7 @@ async def job_page(request: web.Request) -> web.Response:
              ("failure limit", esc(d.field("max") or "queue default"))]
     if d.field("lane"):
         facts.append(("lane", esc(d.field("lane")) + (" (serial)" if d.field("serial") == "1" else "")))
-    if d.field("exp"):  # admitted with a deadline to start by (decision 0044)
+    if d.field("exp"):  # admitted with a deadline to start by (decision 0045)
         facts.append(("start deadline", ago(int(d.field("exp")), d.now_ms)))
     if d.score is not None and d.state in ("active", "delayed", "done", "dead", "cancelled",
                                            "expired"):

@@ -2,7 +2,7 @@
 -- name: admit
 -- summary: Admit one job with options: onto a lane, delayed until later, with its own
 --   attempt limit and priority, with a deadline to start by (expires_ms: past it the job
---   ends 'expired' and never runs, docs/decisions/0044-expiry.md). Same kind check and duplicate refusal as enqueue; every argument, the
+--   ends 'expired' and never runs, docs/decisions/0045-expiry.md). Same kind check and duplicate refusal as enqueue; every argument, the
 --   shape of KEYS and the version fence are checked before the first write.
 -- KEYS[1] job: emq:{q}:job:<id>, hash, the job's row
 -- KEYS[2] pending: emq:{q}:pending, sorted set of ready jobs

@@ -7,7 +7,7 @@
 --   is one the claim gate holds back (queue paused, queue or lane rate limit): it stays
 --   pending and no attempt is counted. A candidate past its deadline (admitted with
 --   expires_ms) is never leased: it ends 'expired' in this same step (include/expiry.lua;
---   docs/decisions/0044-expiry.md), so no claim can race the expiry reaper.
+--   docs/decisions/0045-expiry.md), so no claim can race the expiry reaper.
 -- KEYS[1] pending: emq:{q}:pending
 -- KEYS[2] active: emq:{q}:active, sorted set, score = lease deadline (server ms)
 -- KEYS[3] lanes: emq:{q}:lanes
@@ -54,7 +54,7 @@ local due = fmt(now + lease) -- the deadline, formatted once (a score and a repl
 local out, gone, active, seen, leased, top, vtime, told = {}, {}, {}, {}, 0, 0, nil, {}
 -- Deadlines are read only while some waiting job has one: every such job is on the index
 -- (admit, retry, reap, requeue put it there), so a queue that never uses expires_ms pays one
--- EXISTS per call and nothing per job (decision 0044; issue 30).
+-- EXISTS per call and nothing per job (decision 0045; issue 30).
 local timed = call('EXISTS', KEYS[10]) == 1
 local function flush() -- the leases so far: off pending, onto active (<= 512 members a call)
   if #gone > 0 then call('ZREM', KEYS[1], unpack(gone)) gone = {} end

@@ -32,7 +32,7 @@
 -- ARGV[9] token: as admit.lua's
 -- ARGV[10] window_ms: how long the key stays held after this admission (1..2678400000)
 -- ARGV[11] holder: the id the caller expects to hold the key, '' for none
--- ARGV[12] expires_ms: as admit.lua's ('' for no deadline; docs/decisions/0044-expiry.md)
+-- ARGV[12] expires_ms: as admit.lua's ('' for no deadline; docs/decisions/0045-expiry.md)
 -- RETURNS: array {verdict, holder}: {1, id} enqueued (by this call) | {2, holder} the
 --   holder's payload replaced and its due time moved | {0, id} the id's row exists,
 --   nothing written | {3, holder} another holder than ARGV[11]: nothing written, ask again

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- name: expire
--- summary: The expiry reaper (docs/decisions/0044-expiry.md). Of the candidate ids, peeked
+-- summary: The expiry reaper (docs/decisions/0045-expiry.md). Of the candidate ids, peeked
 --   by the client from the expiring index (earliest deadline first, at most reap_batch of
 --   them), each whose deadline has passed on the server clock and that still waits (pending
 --   or delayed) ends 'expired' (include/expiry.lua): off its set, its serial lane freed, its

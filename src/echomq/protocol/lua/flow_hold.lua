@@ -13,7 +13,7 @@
 -- ARGV[3] parent: '<parent id>:<parent queue>'
 -- ARGV[4] expires_ms: '' for none, else the child must start within this many ms of its hold
 --   (1..31622400000); kept in the row as 'exp' (server ms), indexed when it starts
---   (flow_start; docs/decisions/0044-expiry.md)
+--   (flow_start; docs/decisions/0045-expiry.md)
 -- RETURNS: 1 held | 0 duplicate (the existing row untouched)
 -- ERRORS: EMQKIND the id is not JOB-namespaced; EMQARG a malformed parent or deadline; EMQKEYS keys not
 --   this id's queue; EMQVERSION another major version; nothing written

@@ -23,6 +23,6 @@ if row[1] ~= 'held' then return 0 end -- fence: only a held child
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'pending')
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
-if row[2] then redis.call('ZADD', KEYS[6], row[2], ARGV[1]) end -- its deadline (decision 0044)
+if row[2] then redis.call('ZADD', KEYS[6], row[2], ARGV[1]) end -- its deadline (decision 0045)
 if redis.call('ZCARD', KEYS[3]) == 1 then redis.call('SPUBLISH', KEYS[4], ARGV[1]) end
 return 1

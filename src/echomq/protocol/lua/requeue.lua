@@ -2,7 +2,7 @@
 -- name: requeue
 -- summary: Put the candidate dead jobs back on pending with a fresh failure budget. The
 --   attempt counter is kept (it is the fencing token and only grows), and so is a job's
---   deadline (expires_ms, docs/decisions/0044-expiry.md): past it, the job expires unrun.
+--   deadline (expires_ms, docs/decisions/0045-expiry.md): past it, the job expires unrun.
 -- KEYS[1] dead: emq:{q}:dead
 -- KEYS[2] pending: emq:{q}:pending
 -- KEYS[3] lanes: emq:{q}:lanes

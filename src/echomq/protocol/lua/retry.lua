@@ -95,7 +95,7 @@ if ARGV[6] ~= 'defer' then
     return 2
   end
 end
-if row[8] then redis.call('ZADD', KEYS[12], row[8], ARGV[1]) end -- its deadline holds (0044)
+if row[8] then redis.call('ZADD', KEYS[12], row[8], ARGV[1]) end -- its deadline holds (0045)
 if delay == 0 then
   redis.call('HSET', KEYS[2], 'state', 'pending', 'fin', '1' .. tok)
   pend(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[1], row[5],

@@ -25,7 +25,7 @@
 -- ARGV[8] timeout_ms: as admit.lua's
 -- ARGV[9] token: as admit.lua's
 -- ARGV[10] window_ms: how long the key refuses later admissions (1..2678400000)
--- ARGV[11] expires_ms: as admit.lua's ('' for no deadline; docs/decisions/0044-expiry.md)
+-- ARGV[11] expires_ms: as admit.lua's ('' for no deadline; docs/decisions/0045-expiry.md)
 -- RETURNS: array {verdict, holder}: {1, id} enqueued (by this call: a resend whose first
 --   send landed too) | {0, holder} refused: the key is held by holder's job, or the id's
 --   row exists (holder = id); nothing written

@@ -1,5 +1,5 @@
 -- deadline_arg(arg, delay) / set_deadline(job, expiring, id, expires): an admission's
--- deadline to start by (docs/decisions/0044-expiry.md). deadline_arg checks the expires_ms
+-- deadline to start by (docs/decisions/0045-expiry.md). deadline_arg checks the expires_ms
 -- argument ('' for none; 1..31622400000 and more than delay ms: a job delayed past its own
 -- deadline could never start) and returns the EMQARG error reply, else nil and the number
 -- (nil for none); reads no key. set_deadline writes the deadline (server ms) into the row as

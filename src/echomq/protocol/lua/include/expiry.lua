@@ -1,5 +1,5 @@
 -- expire(job, expired, inflight, finished, id, lane, now): end a job that never started
--- by its deadline 'expired' (docs/decisions/0044-expiry.md). The row stays, payload and all,
+-- by its deadline 'expired' (docs/decisions/0045-expiry.md). The row stays, payload and all,
 -- in the expired set (score = now) for the expired retention, so the id keeps refusing
 -- duplicates and a waiter reads why it ended; a serial lane it holds is freed; a flow
 -- child's parent gets the notice 'expired' (a failed child under its policy). The caller
