@@ -75,13 +75,16 @@ async def test_a_worker_runs_a_sharded_queue_with_its_schedules(conn: Any, qname
         shards.add(job.queue)
 
     q = AsyncShardedQueue(conn, qname, shards=3)
-    await q.enqueue_many([(generate("JOB"), b"") for _ in range(30)])
+    admitted = [generate("JOB") for _ in range(30)]  # about ten on each shard
+    await q.enqueue_many([(i, b"") for i in admitted])
+    assert {q.shard_for(i).name for i in admitted} == {s.name for s in q.shards}
     s = Schedule(name="w", queue=qname, every_ms=50, missed=Missed.CATCH_UP)
     settings = WorkerSettings(handlers={qname: handle}, schedules=[s], beat_ms=20, lease_ms=5000)
     workers = [Worker(settings, connector=conn, name=f"sharded-worker-{i}") for i in range(2)]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:
-        await _until(lambda: len(ran) >= 40)
+        # every admitted job ran (on all three shards) and the schedule ticked on beside them
+        await _until(lambda: set(admitted) <= set(ran) and len(ran) >= 40)
     finally:
         for w in workers:
             w.stop()

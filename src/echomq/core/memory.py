@@ -20,7 +20,12 @@ from typing import Any
 
 from echomq.core.eviction import SAFE_POLICY  # the only maxmemory-policy a queue may run under
 
-__all__ = ["SAFE_POLICY", "MemoryStatus", "human", "parse_info"]
+__all__ = ["BUFFER_SLACK", "SAFE_POLICY", "MemoryStatus", "human", "parse_info"]
+
+# How far below its limit a server still counts as at it: a refused command's query
+# buffer (up to a few tens of KiB for a batch) counts while it is read and is freed
+# right after, so a server that just refused can read that much under its line.
+BUFFER_SLACK = 64 * 1024
 
 
 def human(n: int) -> str:
@@ -55,9 +60,11 @@ class MemoryStatus:
     def refusing(self) -> bool:
         """True at the limit under noeviction: admissions are refused (``ServerFull``), or
         will be within a few more. The server decides per command against a figure that
-        moves with every client buffer, so within 1% of the limit counts as at it."""
+        moves with every client buffer (a refused request's own query buffer, tens of KiB,
+        is freed right after), so within 1% of the limit, or within :data:`BUFFER_SLACK`
+        where that is more (a small limit), counts as at it."""
         return (self.limited and self.policy == SAFE_POLICY
-                and self.counted >= self.maxmemory - self.maxmemory // 100)
+                and self.counted >= self.maxmemory - max(self.maxmemory // 100, BUFFER_SLACK))
 
     @property
     def evicting(self) -> bool:
