@@ -265,7 +265,7 @@ def _counted_at_the_stand_in(api: StandIn, chats: Chats, ids: list[int], expecte
     if os.environ.get("CMX_SEASON_DUMP"):
         Path(os.environ["CMX_SEASON_DUMP"]).write_text(json.dumps(
             {"events": events,
-             "sends": [(r.at, r.chat_id, r.status, r.text[:20], r.reply_to) for r in sends]}))
+             "sends": [(r.at, r.chat_id, r.status, r.text, r.reply_to) for r in sends]}))
     assert peak <= 30, figures.line()
     assert per_chat <= 1, figures.line()
     # At least once, with no allowance (decision 0042): every command answered, every
