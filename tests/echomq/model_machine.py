@@ -944,6 +944,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.ref.set_deadline(jid, exp, True)
         assert self._claim_exactly(jid, LONG) == []
         assert self.ref.jobs[jid].state == "expired"
+        # its waiter learns it at once (the label the result step reached about once in
+        # three rounds on the cluster, each round ~30 s)
+        with pytest.raises(JobExpired):
+            self.q.result(jid, timeout=0)
+        self.ref.seen["result expired"] += 1
 
     @op(2, when=lambda self: self.live() < CAP, delay=st.sampled_from([0, LONG]))
     def deadline_kept(self, delay: int) -> None:
