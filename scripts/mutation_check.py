@@ -60,9 +60,10 @@ class Mutant:
     model: bool = True  # False: the model test never runs this script (only the probes)
 
 
-def _guard(script: str, what: str, old: str) -> Mutant:
+def _guard(script: str, what: str, old: str, probes: tuple[str, ...] = ()) -> Mutant:
     """One fence line (``if row[2] ~= ARGV[2] then return 0 end``) removed."""
-    return Mutant(f"{script}: no {what} check", f"{script}.lua", old, "", f"{what} check removed")
+    return Mutant(f"{script}: no {what} check", f"{script}.lua", old, "", f"{what} check removed",
+                  probes=probes)
 
 
 MUTANTS: list[Mutant] = [
@@ -70,7 +71,8 @@ MUTANTS: list[Mutant] = [
                      ("progress", "deadline"))
       for m in (
           _guard(s, "attempt token", "if row[2] ~= ARGV[2] then return 0 end"),
-          _guard(s, "lease deadline", f"if tonumber({d}) < now then return 0 end"),
+          _guard(s, "lease deadline", f"if tonumber({d}) < now then return 0 end",
+                 probes=("expired_lease_is_refused",)),
       )),
     Mutant("complete_batch: no attempt token check", "complete_batch.lua",
            "live = live and row[2] == attempt", "", "attempt token check removed"),
@@ -111,7 +113,8 @@ MUTANTS: list[Mutant] = [
         Mutant(f"{s}: ignores the job's own limit", f"{s}.lua",
                "if failures >= (tonumber(row[3]) or limit) then",
                "if failures >= limit then", "per-job max_attempts ignored",
-               probes=("reap_applies_the_jobs_own_limit",) if s == "reap" else ()),
+               probes=("reap_applies_the_jobs_own_limit",) if s == "reap"
+               else ("retry_applies_the_jobs_own_limit",)),
     )),
     Mutant("schedule: admits ticks not yet due", "schedule.lua",
            "if tick > now then break end", "", "server clock check removed"),
@@ -148,7 +151,7 @@ MUTANTS: list[Mutant] = [
            "if t and t + g.qms > g.now then", "if false then", "queue rate threshold removed"),
     Mutant("gate: queue rate limit one late", "include/gate.lua",
            "local back = g.qmax - g.used - 1", "local back = g.qmax - g.used",
-           "queue rate off by one"),
+           "queue rate off by one", probes=("queue_rate_limit_is_exact",)),
     Mutant("gate: no lane rate limit", "include/gate.lua",
            "if t and t + g.lms > g.now then", "if false then", "lane rate threshold removed",
            probes=("lane_rate_limit_holds",)),

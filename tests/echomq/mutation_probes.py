@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from echomq import AsyncQueue, AsyncShardedQueue, QueueOptions, RateLimit, Verdict, generate
+from echomq.core.model import Completion, ProgressOutcome, RetryOutcome
 from echomq.protocol.flows import flow_parent, flow_start, member
 from echomq.protocol.reservations import decode_reservation, reserve
 
@@ -145,7 +146,51 @@ async def reserve_takeover_is_fenced(conn: Any, name: str) -> None:
     assert lost.shard == "s2", lost
 
 
+async def _past(conn: Any, deadline_ms: int) -> None:
+    """Until the server's clock is past ``deadline_ms`` (a 1 ms lease runs out at once)."""
+    give_up = time.monotonic() + 10
+    while await conn.server_time_ms() <= deadline_ms:
+        assert time.monotonic() < give_up, "the server's clock never passed the deadline"
+
+
+async def expired_lease_is_refused(conn: Any, name: str) -> None:
+    """A lease past its deadline and not yet reaped holds nothing: heartbeat, progress,
+    retry and complete each refuse it, and the job stays active with no result or failure."""
+    q = AsyncQueue(conn, name)
+    jid = generate("JOB")
+    await q.admit(jid, b"x")
+    (lease,) = await q.claim(1, lease_ms=1)
+    await _past(conn, lease.deadline_ms)
+    assert await q.heartbeat(lease, lease_ms=60_000) is None
+    assert await q.report_progress(lease, b"half") is ProgressOutcome.STALE
+    assert await q.retry(lease, delay_ms=0, error="boom") is RetryOutcome.STALE
+    assert await q.complete(lease, b"done") is Completion.STALE
+    row = await q.job(jid)
+    assert row is not None and row["state"] == b"active", row
+
+
+async def retry_applies_the_jobs_own_limit(conn: Any, name: str) -> None:
+    """A job admitted with max_attempts=1 is dead at its first failed attempt, though the
+    queue's default allows five."""
+    q = AsyncQueue(conn, name, options=QueueOptions(max_attempts=5))
+    jid = generate("JOB")
+    await q.admit(jid, b"x", max_attempts=1)
+    (lease,) = await q.claim(1, lease_ms=60_000)
+    assert await q.retry(lease, delay_ms=0, error="boom") is RetryOutcome.DEAD
+
+
+async def queue_rate_limit_is_exact(conn: Any, name: str) -> None:
+    """Under a queue limit of 2 leases a minute, a claim of 3 on a fresh queue leases 2."""
+    q = AsyncQueue(conn, name)
+    await q.set_limits(rate=RateLimit(2, 60_000))
+    for _ in range(3):
+        await q.admit(generate("JOB"), b"x")
+    assert len(await q.claim(3, lease_ms=60_000)) == 2
+    assert (await q.stats()).pending == 1
+
+
 PROBES: dict[str, Probe] = {p.__name__: p for p in (
+    expired_lease_is_refused, retry_applies_the_jobs_own_limit, queue_rate_limit_is_exact,
     reap_applies_the_jobs_own_limit, lane_rate_limit_holds, flow_notice_counts_once,
     flow_start_leaves_a_finished_child, batch_plain_job_is_tagged_on_vtime,
     reserve_resend_completes, reserve_young_is_respected, reserve_stale_is_repaired,
