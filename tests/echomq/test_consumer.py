@@ -315,12 +315,15 @@ async def test_restart_intensity_gives_up_loudly() -> None:
 async def test_a_blocking_handler_does_not_starve_heartbeats(queue: AsyncQueue,
                                                              raw: redis.Redis) -> None:
     def blocking(lease: Lease) -> None:
-        time.sleep(0.9)  # three leases long: only heartbeats keep the job
+        time.sleep(3.0)  # three leases long: only heartbeats keep the job
 
     a = jid()
     await queue.enqueue(a, b"")
+    # Leases of 1 s, beats of 100 ms: ten beats per lease. With 300 ms leases a loaded
+    # 2-core CI run (the cluster's six nodes beside four workers) once went 300 ms between
+    # two of this loop's turns and lost the lease: a scheduling gap, not a starved beat.
     consumer = Consumer(queue, blocking,
-                        options=ConsumerOptions(beat_ms=50, lease_ms=300, grace_s=2.0))
+                        options=ConsumerOptions(beat_ms=100, lease_ms=1000, grace_s=5.0))
     async with running(consumer):
         await wait_for(lambda: _done(queue, 1))
     assert consumer.stats.lost == 0 and consumer.stats.completed == 1
