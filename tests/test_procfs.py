@@ -23,6 +23,9 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 def test_a_running_child_is_alive_with_its_command_and_parent() -> None:
     child = subprocess.Popen(SLEEPER)
     try:
+        # Popen returns after the fork; the command line is the child's own once it execs
+        _until(lambda: "procfs-marker" in (procfs.command_line(child.pid) or ""),
+               "the child never ran its command")
         assert procfs.alive(child.pid) and procfs.alive(child.pid, "procfs-marker")
         assert not procfs.alive(child.pid, "valkey-server")
         assert procfs.parent(child.pid) == os.getpid() and procfs.state(child.pid) in {"R", "S", "D"}
