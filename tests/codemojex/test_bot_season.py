@@ -113,6 +113,26 @@ async def _until_async(check: Callable[[], Awaitable[bool]], what: str, timeout_
         await asyncio.sleep(0.2)
 
 
+async def _the_series(pool: AsyncConnectionPool, rounds: int
+                      ) -> tuple[str, Callable[[str], Awaitable[bool]]]:
+    """The bot's one series, and a check that its last round is in a state ("closed": or
+    past its closing time)."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT id FROM series WHERE name = 'main' ORDER BY id LIMIT 1")).fetchone()
+    assert row is not None
+    series = str(row[0])
+    final = round_id(series, rounds - 1)
+
+    async def final_is(state: str) -> bool:
+        async with pool.connection() as conn:
+            row = await (await conn.execute("SELECT state, closes_at <= now() FROM rounds"
+                                            " WHERE id = %s", (final,))).fetchone()
+        return row is not None and (row[0] == state or (state == "closed" and row[1]))
+
+    return series, final_is
+
+
 async def _snapshot(data: Path) -> tuple[dict[str, int], int]:
     """Every balance and the ledger's last line, in one snapshot of the running bot's books
     (taken just before a fault; any consistent snapshot serves: what moved after it is
@@ -187,18 +207,7 @@ async def test_a_season_through_the_front_door_survives_kills_and_restarts(tmp_p
             events.append(("started", time.monotonic()))
 
             async with kit.bot_database(data) as pool:
-                async with pool.connection() as conn:
-                    row = await (await conn.execute(
-                        "SELECT id FROM series WHERE name = 'main' ORDER BY id LIMIT 1")).fetchone()
-                assert row is not None
-                series = str(row[0])
-                final = round_id(series, ROUNDS - 1)
-
-                async def final_is(state: str) -> bool:
-                    async with pool.connection() as conn:
-                        row = await (await conn.execute("SELECT state, closes_at <= now() FROM rounds"
-                                                        " WHERE id = %s", (final,))).fetchone()
-                    return row is not None and (row[0] == state or (state == "closed" and row[1]))
+                series, final_is = await _the_series(pool, ROUNDS)
 
                 await _until_async(lambda: final_is("closed"), "the season's last round to close",
                                    timeout_s=ROUNDS * ROUND_S + 240)
@@ -337,18 +346,7 @@ async def test_the_front_door_on_a_cluster_survives_a_kill(tmp_path: Path, local
             await bot.start()
             events.append(("started", time.monotonic()))
             async with kit.bot_database(db_url) as pool:
-                async with pool.connection() as conn:
-                    row = await (await conn.execute(
-                        "SELECT id FROM series WHERE name = 'main' ORDER BY id LIMIT 1")).fetchone()
-                assert row is not None
-                series = str(row[0])
-                final = round_id(series, CLUSTER_ROUNDS - 1)
-
-                async def final_is(state: str) -> bool:
-                    async with pool.connection() as conn:
-                        row = await (await conn.execute("SELECT state, closes_at <= now() FROM rounds"
-                                                        " WHERE id = %s", (final,))).fetchone()
-                    return row is not None and (row[0] == state or (state == "closed" and row[1]))
+                series, final_is = await _the_series(pool, CLUSTER_ROUNDS)
 
                 await _until_async(lambda: final_is("closed"), "the last round to close",
                                    timeout_s=CLUSTER_ROUNDS * ROUND_S + 240)

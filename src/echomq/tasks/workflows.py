@@ -183,11 +183,11 @@ class SyncGroupHandle:
         return [h.result(timeout=timeout) for h in self.handles]
 
 
-class BatchHandle:
-    """An admitted batch (asyncio): ``progress()`` now, ``result()`` once its job ran."""
+class _Batch:
+    """What both batch handles share: the batch's id, its status decoder, its callbacks' ids."""
 
-    def __init__(self, queue: AsyncQueue, batch_id: str, app: Host) -> None:
-        self.queue, self.id = queue, batch_id
+    def __init__(self, batch_id: str, app: Host) -> None:
+        self.id = batch_id
         self._decode = app.serializer.decoder(BatchStatus)
 
     def callback_id(self, kind: str) -> str:
@@ -196,6 +196,14 @@ class BatchHandle:
         if kind not in _KINDS:
             raise InvalidArgument(f"kind is one of {_KINDS}, not {kind!r}")
         return callback_id(self.id, kind)
+
+
+class BatchHandle(_Batch):
+    """An admitted batch (asyncio): ``progress()`` now, ``result()`` once its job ran."""
+
+    def __init__(self, queue: AsyncQueue, batch_id: str, app: Host) -> None:
+        super().__init__(batch_id, app)
+        self.queue = queue
 
     async def progress(self) -> BatchStatus:
         return _status(self.id, await self.queue.job(self.id))
@@ -210,19 +218,12 @@ class BatchHandle:
         return await self.queue.cancel_flow(self.id)
 
 
-class SyncBatchHandle:
+class SyncBatchHandle(_Batch):
     """An admitted batch (blocking)."""
 
     def __init__(self, queue: Queue, batch_id: str, app: Host) -> None:
-        self.queue, self.id = queue, batch_id
-        self._decode = app.serializer.decoder(BatchStatus)
-
-    def callback_id(self, kind: str) -> str:
-        """The id of this batch's ``on_<kind>`` callback job ('success', 'complete' or
-        'death'), once admitted (``task.handle(id)`` waits for it)."""
-        if kind not in _KINDS:
-            raise InvalidArgument(f"kind is one of {_KINDS}, not {kind!r}")
-        return callback_id(self.id, kind)
+        super().__init__(batch_id, app)
+        self.queue = queue
 
     def progress(self) -> BatchStatus:
         return _status(self.id, self.queue.job(self.id))
