@@ -77,6 +77,7 @@ ASYNC_ONLY = {
     "test_flows.py": "flows across two queues on both topologies; the API is one module (flows.py), "
                      "generated, and its blocking twin shares every script",
     "test_flow_trees.py": "nested flows through the generated flows API, as test_flows.py",
+    "test_flow_options.py": "a flow job's options through the generated flows API, as test_flows.py",
     "test_flow_faults.py": "consumer processes killed with SIGKILL while flows run; slow",
     "test_claim_gate.py": "competing claimers, Consumers, a 1,200-job flood; API part: _async/test_gate",
     "test_cluster.py": "failover under load from Consumers and Producers (asyncio only); slow, cluster only",

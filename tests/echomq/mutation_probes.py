@@ -16,7 +16,7 @@ from typing import Any
 
 from echomq import AsyncQueue, AsyncShardedQueue, QueueOptions, RateLimit, Verdict, generate
 from echomq.core.model import Completion, ProgressOutcome, RetryOutcome
-from echomq.protocol.flows import flow_parent, flow_start, member
+from echomq.protocol.flows import flow_child, flow_parent, flow_start, member
 from echomq.protocol.reservations import decode_reservation, reserve
 
 Probe = Callable[[Any, str], Awaitable[None]]
@@ -48,19 +48,82 @@ async def lane_rate_limit_holds(conn: Any, name: str) -> None:
 
 
 async def flow_notice_counts_once(conn: Any, name: str) -> None:
-    """A child's notice delivered twice (the relay died between settle and ack) counts
-    once: the parent of two children waits for the second."""
-    q = AsyncQueue(conn, name)
-    pid, c1, c2 = generate("JOB"), generate("JOB"), generate("JOB")
-    await q.admit_flow(parent=(pid, b"p"), children=[(name, c1, b"1"), (name, c2, b"2")])
+    """A child's outcome counts once, whichever path brings it: a same-slot child settles
+    its parent in complete's own script and a repeat of its notice changes nothing; a child
+    of another queue's notice delivered twice (the relay died between settle and ack) counts
+    once. The parent of three children waits for the third."""
+    q, o = AsyncQueue(conn, name), AsyncQueue(conn, name + "-o")
+    pid, c1, c2, c3 = generate("JOB"), generate("JOB"), generate("JOB"), generate("JOB")
+    await q.admit_flow(parent=(pid, b"p"), children=[(name, c1, b"1"), (name, c2, b"2"),
+                                                     (o.name, c3, b"3")])
     leases = {lease.id: lease for lease in await q.claim(2, lease_ms=60_000)}
     assert set(leases) == {c1, c2}
-    await q.complete(leases[c1], b"")
-    settle = flow_parent(q.k, "settle", pid, member(c1, name), "done")
+    await q.complete(leases[c1], b"")  # settled here: the same slot
+    assert await conn.run(flow_parent(q.k, "settle", pid, member(c1, name), "done")) == 0
+    (far,) = await o.claim(1, lease_ms=60_000)
+    await o.complete(far, b"")
+    settle = flow_parent(q.k, "settle", pid, member(c3, o.name), "done")
     assert await conn.run(settle) == 1
     assert await conn.run(settle) == 0  # the repeat changes nothing
     row = await q.job(pid)
-    assert row is not None and row["state"] == b"waiting" and row["settled"] == b"1", row
+    assert row is not None and row["state"] == b"waiting" and row["settled"] == b"2", row
+
+
+async def flow_same_slot_release_waits_for_the_last_child(conn: Any, name: str) -> None:
+    """Three children in the parent's queue, ended by complete, complete_batch and retry
+    (policy continue): the parent waits until the script of the third releases it, once;
+    a repeated settle, a cancel of the released parent's flow and a late notice change
+    nothing (released stays 1, one pending entry)."""
+    q = AsyncQueue(conn, name, options=QueueOptions(max_attempts=1))
+    pid, kids = generate("JOB"), [generate("JOB") for _ in range(3)]
+    await q.admit_flow(parent=(pid, b"p"), children=[(name, c, b"k") for c in kids],
+                       on_child_failure="continue")
+    leases = {lease.id: lease for lease in await q.claim(3, lease_ms=60_000)}
+    await q.complete(leases[kids[0]], b"")
+    await q.complete_many([leases[kids[1]]])
+    row = await q.job(pid)
+    assert row is not None and (row["state"], row["settled"]) == (b"waiting", b"2"), row
+    await q.retry(leases[kids[2]], delay_ms=0, error="last")  # dead: the third ends
+    row = await q.job(pid)
+    assert row is not None and (row["state"], row["released"], row["failed"]) == (
+        b"pending", b"1", b"1"), row
+    for c in kids:
+        assert await conn.run(flow_parent(q.k, "settle", pid, member(c, name), "done")) == 0
+    assert await conn.run(flow_parent(q.k, "cancel", pid)) == 0  # it no longer waits
+    row = await q.job(pid)
+    assert row is not None and (row["state"], row["released"]) == (b"pending", b"1"), row
+    assert [x.id for x in await q.claim(5, lease_ms=60_000)] == [pid]
+
+
+async def flow_same_slot_child_of_a_cancelled_flow_changes_nothing(conn: Any, name: str) -> None:
+    """A running same-slot child whose flow was cancelled completes: its parent, cancelled,
+    is neither settled nor released by the child's script."""
+    q = AsyncQueue(conn, name)
+    pid, child = generate("JOB"), generate("JOB")
+    await q.admit_flow(parent=(pid, b"p"), children=[(name, child, b"k")])
+    (lease,) = await q.claim(1, lease_ms=60_000)
+    assert await q.cancel_flow(pid)
+    await q.complete(lease, b"")
+    (node,) = await q.children(pid)
+    assert (node.id, node.outcome) == (child, "")  # its field stays unsettled
+    row = await q.job(pid)
+    assert row is not None and row["state"] == b"cancelled" and "released" not in row, row
+    assert row["settled"] == b"0", row
+    assert (await q.stats()).pending == 0
+
+
+async def flow_ack_keeps_a_newer_notice(conn: Any, name: str) -> None:
+    """An ack carrying a notice other than the one stored (the child's notice was replaced
+    after the relay read it) deletes nothing: the stored notice waits for its own delivery."""
+    q, o = AsyncQueue(conn, name), AsyncQueue(conn, name + "-o")
+    pid, child = generate("JOB"), generate("JOB")
+    await q.admit_flow(parent=(pid, b"p"), children=[(o.name, child, b"c")])
+    (lease,) = await o.claim(1, lease_ms=60_000)
+    await o.complete(lease, b"")
+    note = f"done:{pid}:{name}"
+    assert await conn.run(flow_child(o.k, "ack", child, f"dead:{pid}:{name}")) == 0
+    assert await conn.command("HGET", o.k.finished, child) == note.encode()
+    assert await conn.run(flow_child(o.k, "ack", child, note)) == 1
 
 
 async def flow_start_leaves_a_finished_child(conn: Any, name: str) -> None:
@@ -75,7 +138,8 @@ async def flow_start_leaves_a_finished_child(conn: Any, name: str) -> None:
     assert await conn.run(flow_start(q.k, child)) == 0
     row = await q.job(child)
     assert row is not None and row["state"] == b"done", row
-    assert (await q.stats()).pending == 0  # nothing runs again (the parent waits for the relay)
+    # nothing runs again: only the parent, released by the child's completion (same slot)
+    assert [x.id for x in await q.claim(5, lease_ms=60_000)] == [pid]
 
 
 async def batch_plain_job_is_tagged_on_vtime(conn: Any, name: str) -> None:
@@ -192,6 +256,8 @@ async def queue_rate_limit_is_exact(conn: Any, name: str) -> None:
 PROBES: dict[str, Probe] = {p.__name__: p for p in (
     expired_lease_is_refused, retry_applies_the_jobs_own_limit, queue_rate_limit_is_exact,
     reap_applies_the_jobs_own_limit, lane_rate_limit_holds, flow_notice_counts_once,
+    flow_same_slot_release_waits_for_the_last_child,
+    flow_same_slot_child_of_a_cancelled_flow_changes_nothing, flow_ack_keeps_a_newer_notice,
     flow_start_leaves_a_finished_child, batch_plain_job_is_tagged_on_vtime,
     reserve_resend_completes, reserve_young_is_respected, reserve_stale_is_repaired,
     reserve_takeover_is_fenced)}

@@ -22,7 +22,7 @@ from echomq import AsyncConnector, AsyncQueue, QueueOptions, ServerError, genera
 from echomq.client.info import queue_info
 from echomq.client.registry import Registration
 from echomq.protocol import Call, QueueKeys, heartbeat, trace_attach
-from echomq.protocol.flows import flow_hold, member
+from echomq.protocol.flows import FlowSpec, flow_hold, member
 from echomq.protocol.gate import RateLimit
 from echomq.protocol.reservations import decode_reservation, reserve
 from echomq.protocol.resharding import import_row, rows_exist, unload_row
@@ -30,16 +30,43 @@ from echomq.protocol.schedules import Schedule
 from echomq.protocol.scripts import Script, bundle, parse
 from echomq.protocol.search import SearchQuery
 
-_PRELUDE = """local __declared = {}
-for _, k in ipairs(KEYS) do __declared[k] = true end
+_PRELUDE = """local __declared, __prefix = {}, nil
+for _, k in ipairs(KEYS) do
+  __declared[k] = true
+  __prefix = __prefix or string.match(k, '^(emq:{[^}]*}:)finished$')
+end
+local __settle = {waiting = true, pending = true, delayed = true, dead = true, wake = true}
+local function __derived(key)
+  -- the one exception, the same-slot settle of include/flows.lua (docs/protocol.md,
+  -- "Same-slot settle"): a script that includes flows and declares emq:{q}:finished may
+  -- touch emq:{q}: + waiting, pending, delayed, dead, the channel wake, and the row of a
+  -- job that a row it may touch names as its parent in q ('<id>:<q>')
+  if not __FLOWS or not __prefix or string.sub(key, 1, #__prefix) ~= __prefix then return false end
+  local rest = string.sub(key, #__prefix + 1)
+  if __settle[rest] then return true end
+  local pid = string.match(rest, '^job:(JOB%w+)$')
+  if not pid then return false end
+  local named = pid .. ':' .. string.sub(__prefix, 6, -3)
+  for k in pairs(__declared) do
+    if string.match(k, '^emq:{[^}]*}:job:') and redis.call('HGET', k, 'parent') == named then
+      return true
+    end
+  end
+  return false
+end
 local function __checked(cmd, key, ...)
   if key == nil and string.upper(cmd) == 'TIME' then return redis.call(cmd) end
   if not __declared[key] then
-    error('EMQUNDECLARED ' .. cmd .. ' on ' .. tostring(key) .. ', not in KEYS')
+    if not __derived(key) then
+      error('EMQUNDECLARED ' .. cmd .. ' on ' .. tostring(key) .. ', not in KEYS')
+    end
+    __declared[key] = true
   end
   return redis.call(cmd, key, ...)
 end
 """
+_FLOWS = "local function flow_told("
+"""The same-slot settle (include/flows.lua): the only code allowed keys it derives."""
 
 
 @cache
@@ -47,7 +74,9 @@ def _twin(script: Script) -> Script:
     """``script`` with every ``redis.call`` checked against KEYS (same name and contract)."""
     head, body = script.source.split("\n", 1)
     assert "redis.call(" in body, script.name
-    source = f"{head}\n{_PRELUDE}{body.replace('redis.call(', '__checked(')}"
+    flows = "true" if _FLOWS in body else "false"
+    prelude = f"local __FLOWS = {flows}\n{_PRELUDE}"
+    source = f"{head}\n{prelude}{body.replace('redis.call(', '__checked(')}"
     return dataclasses.replace(script, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
 
 
@@ -94,6 +123,34 @@ async def test_the_checked_twin_catches_an_undeclared_key(conn: AsyncConnector, 
     assert await conn.eval(sneaky, [key], []) is None  # the server allows it (same slot) ...
     with pytest.raises(ServerError, match="EMQUNDECLARED"):
         await conn.eval(_twin(sneaky), [key], [])  # ... the twin does not
+
+
+async def test_the_same_slot_settle_may_touch_only_the_keys_its_rule_derives(
+        conn: AsyncConnector, qname: str, raw: redis.Redis) -> None:
+    """The twin's one exception is the rule of include/flows.lua, no wider: from the declared
+    ``emq:{q}:finished`` the same queue's waiting, pending, delayed, dead and wake, and the
+    row a touched row names as its parent in q; only in a script that includes flows."""
+    k = QueueKeys.of(qname)
+    child, parent, stranger = generate("JOB"), generate("JOB"), generate("JOB")
+    raw.hset(k.job(child), "parent", f"{parent}:{qname}")
+    raw.hset(k.job(parent), "parent", f"{stranger}:{qname}-other")
+
+    def probe(target: str, flows: bool) -> Script:
+        body = "local function flow_told() end\n" if flows else ""
+        return parse("probe", "#!lua\n-- name: probe\n-- summary: x\n-- KEYS[1] job: a row\n"
+                              "-- KEYS[2] finished: the finished key\n-- RETURNS: x\n"
+                              f"-- ERRORS: none\n{body}"
+                              f"return redis.call('EXISTS', '{target}')\n")
+
+    keys = [k.job(child), k.finished]
+    for target in (k.waiting, k.pending, k.delayed, k.dead, k.wake, k.job(parent)):
+        assert await conn.eval(_twin(probe(target, True)), keys, []) in (0, 1), target
+    for target in (k.lanes, k.meta, k.job(stranger), QueueKeys.of(qname + "-other").waiting,
+                   k.job(generate("JOB"))):
+        with pytest.raises(ServerError, match="EMQUNDECLARED"):
+            await conn.eval(_twin(probe(target, True)), keys, [])
+    with pytest.raises(ServerError, match="EMQUNDECLARED"):  # not a script that settles
+        await conn.eval(_twin(probe(k.waiting, False)), keys, [])
 
 
 async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector, qname: str,
@@ -198,4 +255,28 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await fq.flows.relay(fq.name)
     await c.run(flow_hold(fq.k, generate("JOB"), b"x", member(generate("JOB"), fq.name)))
     await fq.flows.repair(fq.name, older_than_ms=0)
+    # Same slot, two levels (decision 0041): a leaf's retry to dead fails its parent, whose
+    # own parent (the grandparent's row, derived in-script) is settled in the same script;
+    # a child in another queue still goes through the relay (flow_parent settle).
+    leaf, inner, root = generate("JOB"), generate("JOB"), generate("JOB")
+    side = AsyncQueue(c, qname + "-g")  # type: ignore[arg-type]
+    await fq.flows.admit_tree(FlowSpec(fq.name, root, b"r", (
+        FlowSpec(fq.name, inner, b"i", (FlowSpec(fq.name, leaf, b"l"),)),
+        FlowSpec(side.name, generate("JOB"), b"s")), "continue"))
+    (lease,) = await fq.claim(1, lease_ms=60_000)
+    await fq.retry(lease, delay_ms=0, error="x")
+    (far,) = await side.claim(1, lease_ms=60_000)
+    await side.complete(far, b"")
+    assert (await side.flows.relay(side.name)).released == 1
+    assert (await fq.job(root) or {})["state"] == b"pending"
+    # a same-slot child past its deadline, ended by claim: its parent settled inside claim
+    eq = AsyncQueue(c, qname + "-e")  # type: ignore[arg-type]
+    late, lp = generate("JOB"), generate("JOB")
+    t = await c.server_time_ms()
+    await eq.admit_flow(parent=(lp, b"p"), children=[(eq.name, late, b"l")],
+                        on_child_failure="ignore", expires_ms=1)
+    while await c.server_time_ms() <= t + 2:
+        pass
+    assert [x.id for x in await eq.claim(1, lease_ms=60_000)] == []  # the child expired ...
+    assert [x.id for x in await eq.claim(1, lease_ms=60_000)] == [lp]  # ... and released it
     assert c.ran == set(bundle()), set(bundle()) - c.ran

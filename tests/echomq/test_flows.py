@@ -60,10 +60,13 @@ async def test_a_parent_waits_for_children_on_two_slots_and_is_released_once(que
     await _finish_all(other, 1)
     assert (await other.flows.relay(other.name)).released == 0  # the same-slot child runs
     assert await _state(queue, pid) == "waiting"
-    await queue.complete(same[0], b"last")
-    assert (await queue.flows.relay(queue.name)).released == 1
+    await queue.complete(same[0], b"last")  # the same-slot child settles its parent itself
     assert await _state(queue, pid) == "pending"
+    assert await queue.connector.command("HLEN", queue.k.finished) == 0  # no notice written
+    assert (await queue.flows.relay(queue.name)).relayed == 0  # nothing left for the relay
     assert [x.id for x in await queue.claim(10, lease_ms=60_000)] == [pid]
+    row = await queue.job(pid)
+    assert row is not None and row["released"] == b"1"
 
 
 async def test_release_after_the_last_child_reads_the_children_results(queue: AsyncQueue) -> None:
@@ -72,8 +75,9 @@ async def test_release_after_the_last_child_reads_the_children_results(queue: As
     same = await queue.claim(2, lease_ms=60_000)
     assert sorted(x.id for x in same) == sorted(k[1] for k in kids[3:])  # not the parent
     await queue.complete_many(same, [b"r" + x.payload for x in same])  # complete_batch
-    assert (await queue.flows.relay(queue.name)).relayed == 2
+    assert (await queue.flows.relay(queue.name)).relayed == 0  # settled in complete_batch
     assert await _state(queue, pid) == "waiting"
+    assert (await queue.job(pid) or {})["settled"] == b"2"
     await _finish_all(other, 3)
     report = await other.flows.relay(other.name)
     assert (report.relayed, report.released) == (3, 1)

@@ -69,7 +69,8 @@ def test_sharded_queue_matches_its_model_on_the_cluster(local_cluster: LocalClus
 
 FLOW_REACH = {"flow admitted", "released", "relay killed after settle", "flow cancelled",
               "repair started", "repair dropped", "stale ack", "cancelled while running",
-              "nested flow admitted", "settled again", "flow admitted again after a child ran"}
+              "nested flow admitted", "settled again", "flow admitted again after a child ran",
+              "released by its child's script"}
 
 
 def run_flow_machine(url: str, cluster: bool, *, examples: int, steps: int, **extra: object) -> None:

@@ -189,8 +189,10 @@ def _step(sig: Signature[Any], feed: Feed) -> tuple[FlowSpec, Task]:
     task = sig.task
     if feed is None or sig.immutable:
         job_id, payload, _ = task.prepare(sig.args, sig.kwargs)
+        options, expires_ms = task.step_options(sig.args, sig.kwargs)
     else:
         rest = task.sig.bind_rest(sig.args, sig.kwargs)
+        options, expires_ms = task.step_options(sig.args, sig.kwargs, rest)
         mode, children = feed
         members = [member(c.id, c.queue) for c in children]
         ser = task.app.serializer
@@ -200,4 +202,7 @@ def _step(sig: Signature[Any], feed: Feed) -> tuple[FlowSpec, Task]:
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"task {task.name}: arguments cannot be encoded: {exc}") from None
     children_specs = tuple(feed[1]) if feed is not None else ()
-    return FlowSpec(task.queue, job_id, payload, children_specs), task
+    # the task's options apply to its step (decision 0041); a deadline to start by only to a
+    # step that starts at admission (one that waits for others cannot promise to start)
+    return FlowSpec(task.queue, job_id, payload, children_specs, options=options,
+                    expires_ms=None if children_specs else expires_ms), task

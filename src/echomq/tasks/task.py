@@ -43,6 +43,7 @@ from echomq.core.ids import derive_id, generate
 from echomq.core.model import Verdict
 from echomq.core.outcomes import Backoff, BackoffPolicy
 from echomq.protocol import Window, check_lane, check_window
+from echomq.protocol.flows import StepOptions
 from echomq.protocol.gate import check_priority
 from echomq.tasks.canvas import Signature
 from echomq.tasks.context import TaskContext
@@ -199,6 +200,17 @@ class Task(Generic[P, R]):
         other._lane = other._arg_fn("lane", other._opts.lane)
         other._key = other._arg_fn("key", other._opts.key)
         return other
+
+    def step_options(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     rest: list[Any] | None = None) -> tuple[StepOptions, int | None]:
+        """(options, expires_ms) of one call as a workflow step's (decision 0041); a step fed
+        results passes ``rest`` (its values after the first) and its lane sees None first."""
+        o, values = self._opts, self.sig.bind(args, kwargs) if rest is None else [None, *rest]
+        lane = self._lane and check_lane(self._lane(args if rest is None else (None, *args),
+                                                    kwargs, values))
+        return StepOptions(lane=lane or "", delay_ms=o.delay_ms, serial=o.serial,
+                           max_attempts=o.max_attempts, priority=o.priority,
+                           timeout_ms=o.timeout_ms), o.expires_ms
 
     def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
         """A signature (:mod:`echomq.tasks.canvas`): in a chain or chord, the previous

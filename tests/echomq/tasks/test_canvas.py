@@ -48,7 +48,7 @@ def _app(conn: Any, qname: str) -> tuple[App, Any, list[str]]:
         ran.append(f"hello({name})")
         return f"hello {name}"
 
-    @app.task(give_up_on=ValueError)  # a flow step's row is plain: max_attempts= does not reach it
+    @app.task(give_up_on=ValueError)  # gives up at once (max_attempts=1 would too: decision 0041)
     async def boom(x: int) -> int:
         ran.append(f"boom({x})")
         raise ValueError(f"boom {x}")

@@ -11,8 +11,9 @@ The protocol is docs/decisions/0038-flows.md and docs/protocol.md, "Flows". In s
   exists. No child is ever runnable without its parent. A refused admission (a child id
   taken by another job, a tombstoned parent) leaves its held children to the repair.
 * **Settling.** Every script that ends a child (complete, complete_batch, retry to dead or
-  cancelled, reap, cancel) records a notice in the child's own slot (the hash
-  ``emq:{q}:finished``). :meth:`Flows.relay` carries each notice to the parent's slot
+  cancelled, reap, cancel, expire) settles a parent of the same queue itself (decision
+  0041), and for a parent of another queue records a notice in the child's own slot (the
+  hash ``emq:{q}:finished``). :meth:`Flows.relay` carries each notice to the parent's slot
   (``flow_parent settle``: the child's field records its outcome once; the last one moves the
   parent waiting -> pending), then deletes the notice (``flow_child ack``). A relay killed
   between the two repeats the settle, which changes nothing: exactly once.
@@ -30,10 +31,10 @@ from echomq.protocol import decoders as d
 from echomq.protocol import flows as f
 from echomq.protocol import row as row_call
 from echomq.protocol.calls import Call
-from echomq.protocol.flows import MAX_DEPTH, FlowSpec, walk
+from echomq.protocol.flows import MAX_DEPTH, FlowSpec, StepOptions, walk
 from echomq.protocol.keyspace import QueueKeys
 
-__all__ = ["FlowAbandoned", "FlowNode", "FlowSpec", "Flows", "RelayReport"]
+__all__ = ["FlowAbandoned", "FlowNode", "FlowSpec", "Flows", "RelayReport", "StepOptions"]
 
 REPAIR_AFTER_MS = 60_000
 """A held child older than this is repaired: its admission is deemed dead (decision 0038)."""
@@ -99,11 +100,14 @@ class Flows:
         pmember = f.member(root.id, root.queue)
         admit = f.flow_admit(QueueKeys.of(root.queue), root.id, root.payload,
                              policy=root.on_child_failure,
-                             children=[f.member(c.id, c.queue) for c in root.children])
-        holds = [f.flow_hold(QueueKeys.of(c.queue), c.id, c.payload, up, expires_ms=c.expires_ms)
+                             children=[f.member(c.id, c.queue) for c in root.children],
+                             options=root.options)
+        holds = [f.flow_hold(QueueKeys.of(c.queue), c.id, c.payload, up, expires_ms=c.expires_ms,
+                             options=c.options)
                  for c, up in leaves]
         waits = [f.flow_admit(QueueKeys.of(c.queue), c.id, c.payload, policy=c.on_child_failure,
-                              children=[f.member(g.id, g.queue) for g in c.children], parent=up)
+                              children=[f.member(g.id, g.queue) for g in c.children], parent=up,
+                              options=c.options)
                  for c, up in inner]
         seen = [pmember] + [f.member(c.id, c.queue) for c, _ in leaves + inner]
         if len(set(seen)) != len(seen):

@@ -1,9 +1,11 @@
 #!lua flags=allow-oom
 -- name: flow_parent
 -- summary: The parent's side of a flow (docs/decisions/0038-flows.md). mode 'settle': the
---   relay delivers a child's outcome (done, dead, cancelled or expired); the child's field in the row
---   records it once (a repeated notice changes nothing), and when every child is settled the
---   parent is released, waiting -> pending, exactly once (the row counts 'released'). A
+--   relay delivers a child's outcome (done, dead, cancelled or expired) and the parent is
+--   settled by include/flows.lua, the code a same-slot child's own script runs: the child's
+--   field in the row records it once (a repeated notice changes nothing), and when every
+--   child is settled the parent is released, waiting -> pending (or delayed, for a step with
+--   a delay, lane or priority: decision 0041), exactly once (the row counts 'released'). A
 --   failed child under policy 'fail' fails the parent (-> dead). mode 'abandon' (the repair
 --   of a held child): a parent that was never admitted gets a tombstone row ('cancelled',
 --   kept in done), so a late admission is refused and the child can be dropped. mode 'cancel': a waiting parent ends
@@ -16,6 +18,7 @@
 -- KEYS[6] done: emq:{q}:done
 -- KEYS[7] meta: emq:{q}:meta
 -- KEYS[8] finished: emq:{q}:finished (channel, and the hash of flow notices)
+-- KEYS[9] delayed: emq:{q}:delayed, where a released step with options waits for promote
 -- ARGV[1] mode: 'settle', 'abandon' or 'cancel'
 -- ARGV[2] id: the parent's id
 -- ARGV[3] child: '<child id>:<child queue>' (settle; '' otherwise)
@@ -32,7 +35,7 @@
 -- @include fence
 -- @include shape
 local bad = shape({'job:' .. (ARGV[2] or ''), 'waiting', 'pending', 'wake', 'dead', 'done', 'meta',
-                   'finished'}, 4)
+                   'finished', 'delayed'}, 4)
 if bad then return bad end
 local mode, id, outcome = ARGV[1], ARGV[2], ARGV[4]
 if mode ~= 'settle' and mode ~= 'abandon' and mode ~= 'cancel' then
@@ -54,32 +57,15 @@ if mode == 'abandon' then
   end
   return row[1] == 'cancelled' and 2 or 0
 end
-if row[1] ~= 'waiting' then return 0 end -- fence: released, failed or cancelled already
-local function finish(state)
+if mode == 'cancel' then
+  if row[1] ~= 'waiting' then return 0 end -- fence: released, failed or cancelled already
+  ended(KEYS[1], KEYS[6], id, now)
   redis.call('ZREM', KEYS[2], id)
   redis.call('SPUBLISH', KEYS[8], id)
-  if row[4] then flow_told(KEYS[8], id, row[4], state) end
-end
-if mode == 'cancel' then
-  ended(KEYS[1], KEYS[6], id, now)
-  finish('cancelled')
+  if row[4] then flow_told(KEYS[8], id, row[4], 'cancelled') end -- its own parent is told
   return 1
 end
-local field = 'c:' .. ARGV[3]
-if redis.call('HGET', KEYS[1], field) ~= '' then return 0 end -- fence: a repeat, or not a child
-redis.call('HSET', KEYS[1], field, outcome)
-if outcome ~= 'done' and row[3] ~= 'ignore' then redis.call('HINCRBY', KEYS[1], 'failed', 1) end
-if outcome ~= 'done' and row[3] == 'fail' then -- the policy: a failed child fails the parent
-  redis.call('HSET', KEYS[1], 'state', 'dead', 'error', 'child ' .. ARGV[3] .. ' ' .. outcome)
-  redis.call('ZADD', KEYS[5], now, id)
-  finish('dead')
-  return 3
-end
-local settled = redis.call('HINCRBY', KEYS[1], 'settled', 1)
-if settled < tonumber(row[2]) then return 1 end -- threshold: children still running
-redis.call('ZREM', KEYS[2], id)
-redis.call('HSET', KEYS[1], 'state', 'pending')
-redis.call('HINCRBY', KEYS[1], 'released', 1) -- the server's own count of releases: 1, ever
-redis.call('ZADD', KEYS[3], 0, id)
-if redis.call('ZCARD', KEYS[3]) == 1 then redis.call('SPUBLISH', KEYS[4], id) end
-return 2
+local cid, cq = string.match(ARGV[3], '^(JOB%w+):(.+)$')
+if not cid then return 0 end -- not a child of any flow: nothing changed
+-- the settle is include/flows.lua's, the code a same-slot child's own script runs
+return flow_told(KEYS[8], cid, id .. ':' .. string.sub(KEYS[8], 6, -11), outcome, cq)
