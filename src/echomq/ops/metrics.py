@@ -96,7 +96,9 @@ class QueueMetrics:
                             ["queue"], registry=r),
             "flows_released": Counter("echomq_flows_released",
                                       "Flow parents this process's relay released (the queue is the "
-                                      "children's, whose notices it relayed)", ["queue"], registry=r),
+                                      "children's, whose notices it relayed; a parent released by "
+                                      "its same-queue child's own script is not counted: decision "
+                                      "0041)", ["queue"], registry=r),
             "flows_failed": Counter("echomq_flows_failed",
                                     "Flow parents this process's relay failed by their 'fail' policy",
                                     ["queue"], registry=r),
