@@ -1,9 +1,10 @@
 """What players and operators of a live bot get, through the stand-in and the real tree
 (``BotApp.run``): one score notice and one result per player per round (secret, best
-score, payout or none), the daily top-up (once a day, a ledger movement), /top for the
-round, the week and all time, /history, Spanish for ``language_code`` es; operators'
-commands for the configured ids only (void with refunds, pause/resume, grant, player);
-the books audit clean after each."""
+score, payout or none; the notice before the result, listing only guesses told
+accepted), the daily top-up (once a day, a ledger movement), /top for the round, the
+week and all time, /history, Spanish for ``language_code`` es; operators' commands for
+the configured ids only (void with refunds, pause/resume, grant, player); the books
+audit clean after each."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from codemojex.service.series import SeriesSettings, pause_series, series_status
 from codemojex.wallet import audit, balance, get_round
 from tests.codemojex.botkit import settings, until, user_id
 from tests.codemojex.game import PRICE, eventually, make_round
+from tests.codemojex.seasonkit import notice_order_faults
 
 OPERATOR = 42
 
@@ -82,6 +84,8 @@ async def test_every_player_hears_one_score_notice_and_one_result_per_round(serv
         assert not results(eve)
         for chat in (ada, bob):  # one score notice for the round, however many guesses
             assert len([t for t in api.texts(chat) if t.startswith(("📊 Round", "📊 Ronda"))]) == 1
+        # ... before the result, listing only guesses whose "accepted" answer came first
+        assert not notice_order_faults(api.requests)
         assert not [t for t in api.texts(ada) if "you won" in t]  # the payout note is in the result
         print("\n".join(f"{'bot' if r.chat_id == ada else '???'}: {r.text}" for r in api.sent
                         if r.chat_id == ada))

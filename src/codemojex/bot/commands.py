@@ -46,7 +46,7 @@ from codemojex.service.codec import BadPayload, Note, encode
 from codemojex.wallet import Granted, UnknownPlayer, live
 from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
-__all__ = ["DAILY_COINS", "OPTIONS", "START_COINS", "CommandWorker", "reply_id"]
+__all__ = ["DAILY_COINS", "OPTIONS", "START_COINS", "CommandWorker", "guess_id", "reply_id"]
 
 log = logging.getLogger("codemojex.bot.commands")
 
@@ -60,6 +60,11 @@ Reply = tuple[str, str, str]  # (kind, text, round id)
 def reply_id(command_job: str, n: int) -> str:
     """The id of the ``n``-th reply to command job ``command_job`` (derived)."""
     return derive_id("JOB", f"reply:{n}", command_job)
+
+
+def guess_id(command_job: str) -> str:
+    """The id of the guess submitted by command job ``command_job`` (derived: charged once)."""
+    return derive_id("JOB", "guess", command_job)
 
 
 class CommandWorker:
@@ -89,9 +94,12 @@ class CommandWorker:
         await self._best_effort(inbound)
         out = await self.run(parse_command(inbound.text), inbound, lease.id)
         player = replies.player_id(inbound.user_id)
-        # The first reply quotes the message it answers (a button press has none).
-        items = [(reply_id(lease.id, n), encode(Note(kind, player, rid, text,
-                                                     reply_to=inbound.message_id if n == 0 else 0)), player)
+        # The first reply quotes the message it answers (a button press has none); an
+        # accepted guess's answer names the guess, so its delivery can record that the
+        # player was told (a score notice lists only guesses told accepted: bot/announce.py).
+        items = [(reply_id(lease.id, n),
+                  encode(Note(kind, player, rid, text, reply_to=inbound.message_id if n == 0 else 0,
+                              guess=guess_id(lease.id) if kind == replies.KIND_ACCEPTED else "")), player)
                  for n, (kind, text, rid) in enumerate(out)]
         for verdict in await self.services.notifications.admit_many(items, serial=True):
             if isinstance(verdict, Exception):
@@ -183,11 +191,11 @@ class CommandWorker:
             return (replies.KIND_REPLY, said, "")
         else:
             guess = cmd.arg
-        out = await submit(self.services, rnd.id, pid, guess, guess_id=derive_id("JOB", "guess", job_id),
+        out = await submit(self.services, rnd.id, pid, guess, guess_id=guess_id(job_id),
                            rnd=rnd, explain=True)
         if isinstance(out, Admitted):
             said = replies.accepted(out.guess, rnd.guess_price, out.balance, lang)
-            return (replies.KIND_REPLY, said, rnd.id)
+            return (replies.KIND_ACCEPTED, said, rnd.id)
         if out.reason is Reason.BAD_GUESS:
             return (replies.KIND_REPLY, replies.bad_guess(out.detail, emoji_set, lang), rnd.id)
         if out.reason is Reason.INSUFFICIENT:

@@ -17,6 +17,7 @@ from codemojex.domain.emoji import EmojiSet
 from codemojex.wallet.live import HistoryRow
 
 __all__ = [
+    "KIND_ACCEPTED",
     "KIND_REPLY",
     "KIND_ROUND",
     "KIND_SCORES",
@@ -29,6 +30,7 @@ __all__ = [
 
 KIND_REPLY = "bot"  # an answer to a command: the menu under it
 KIND_ROUND = "bot.round"  # an answer showing the round: a quick-pick button too
+KIND_ACCEPTED = "bot.accepted"  # the answer to a charged guess (its note carries the guess id)
 KIND_SCORES = "scores"  # a player's scores in a round, batched (one per player per round)
 KIND_SETTLED = "settled"  # a player's result at a round's settlement (one per player per round)
 
@@ -57,7 +59,7 @@ def keyboard_for(kind: str) -> Keyboard | None:
     """The inline keyboard shown under a note of ``kind``."""
     if kind == KIND_ROUND:
         return ROUND_MENU
-    if kind in (KIND_REPLY, "score", "payout", KIND_SCORES, KIND_SETTLED):
+    if kind in (KIND_REPLY, KIND_ACCEPTED, "score", "payout", KIND_SCORES, KIND_SETTLED):
         return MENU
     return None
 
