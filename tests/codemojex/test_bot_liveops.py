@@ -79,7 +79,7 @@ async def test_every_player_hears_one_score_notice_and_one_result_per_round(serv
         secret = " ".join(rnd.secret)
         (a,), (b,) = results(ada), results(bob)
         assert f"The secret was {secret}." in a and "Your best:" in a and "over 2 guesses" in a
-        assert f"El secreto era {secret}." in b and "de 1 intentos" in b
+        assert f"El secreto era {secret}." in b and "de 1 intento." in b
         assert ("You won" in a) != ("No payout" in a) and ("Ganas" in b) != ("sin premio" in b)
         assert not results(eve)
         for chat in (ada, bob):  # one score notice for the round, however many guesses

@@ -51,3 +51,13 @@ def test_an_updates_message_id_and_language_reach_the_command() -> None:
     cmd = parse_command(inbound.text)
     assert (cmd.verb, cmd.arg) == (Verb.TOP, "week")
     assert parse_command("/daily").verb is Verb.DAILY and parse_command("/history").verb is Verb.HISTORY
+
+
+def test_counts_of_guesses_read_as_words_in_both_languages() -> None:
+    from codemojex.bot.replies import guess_count, settled_text
+
+    assert [guess_count(n) for n in (0, 1, 2)] == ["0 guesses", "1 guess", "2 guesses"]
+    assert [guess_count(n, "es") for n in (1, 3)] == ["1 intento", "3 intentos"]
+    said = settled_text("RNDABCDEF", ("😀",) * 6, 340, 1, 0, 90)
+    assert "Your best: 340/600 over 1 guess. No payout this time." in said
+    assert "de 2 intentos. ¡Ganas 7 monedas!" in settled_text("RNDABCDEF", ("😀",) * 6, 340, 2, 7, 97, "es")

@@ -19,7 +19,8 @@ EN: dict[str, str] = {
     "welcome_back": "👋 Welcome to Codemojex, {name}! Welcome back. Balance: {balance} coins.",
     "rules": ("Guess the round's six hidden emojis; each position scores 100 − 20 per step away "
               "from where that emoji really is. The best guesses share the pot."),
-    "accepted": "✅ Guess {guess} accepted (−{price} coins, balance {balance}). Its score is on its way.",
+    "accepted": ("✅ Guess {guess} accepted (−{price} coins, balance {balance}). Your scores: one message per "
+                 "round, then the result at the close."),
     "bad_guess": "🤔 That is not a valid guess: {detail}.",
     "use_six_of": "Use six of: {emojis}",
     "insufficient": ("💸 Not enough coins: a guess costs {price}, you have {balance}. "
@@ -48,13 +49,15 @@ EN: dict[str, str] = {
     "daily_granted": "🎁 {coins} daily coins added. Balance: {balance} coins. Come back tomorrow for more.",
     "daily_taken": "🎁 You already had today's coins. Balance: {balance} coins. Come back tomorrow.",
     "scores": "📊 Round {tag}, your scores so far:\n{lines}\nBest: {best}/600. Final results at the close.",
-    "settled_won": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses} "
-                    "guesses. You won {payout} coins! 🎉 Balance: {balance} coins."),
-    "settled_lost": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses} "
-                     "guesses. No payout this time. Balance: {balance} coins."),
+    "settled_won": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
+                    "You won {payout} coins! 🎉 Balance: {balance} coins."),
+    "settled_lost": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
+                     "No payout this time. Balance: {balance} coins."),
+    "guesses_one": "{n} guess",
+    "guesses_many": "{n} guesses",
     "history_empty": "📜 You have not played a round yet.",
     "history_head": "📜 Your last rounds:",
-    "history_row": "{tag}: {guesses} guesses, best {best}, {payout}",
+    "history_row": "{tag}: {guesses}, best {best}, {payout}",
     "history_paid": "won {payout} coins",
     "history_unpaid": "no payout",
     "history_open": "still open",
@@ -70,7 +73,8 @@ ES: dict[str, str] = {
     "welcome_back": "👋 ¡Bienvenido a Codemojex, {name}! Hola de nuevo. Saldo: {balance} monedas.",
     "rules": ("Adivina los seis emojis ocultos de la ronda; cada posición puntúa 100 − 20 por cada paso de "
               "distancia a donde está de verdad ese emoji. Los mejores intentos se reparten el bote."),
-    "accepted": "✅ Intento {guess} aceptado (−{price} monedas, saldo {balance}). Su puntuación está en camino.",
+    "accepted": ("✅ Intento {guess} aceptado (−{price} monedas, saldo {balance}). Tus puntuaciones: un mensaje "
+                 "por ronda, y el resultado al cierre."),
     "bad_guess": "🤔 Ese intento no es válido: {detail}.",
     "use_six_of": "Usa seis de: {emojis}",
     "insufficient": ("💸 No tienes monedas suficientes: un intento cuesta {price} y tienes {balance}. "
@@ -102,12 +106,14 @@ ES: dict[str, str] = {
     "scores": ("📊 Ronda {tag}, tus puntuaciones hasta ahora:\n{lines}\nMejor: {best}/600. "
                "Resultados finales al cierre."),
     "settled_won": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
-                    "{guesses} intentos. ¡Ganas {payout} monedas! 🎉 Saldo: {balance} monedas."),
+                    "{guesses}. ¡Ganas {payout} monedas! 🎉 Saldo: {balance} monedas."),
     "settled_lost": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
-                     "{guesses} intentos. Esta vez sin premio. Saldo: {balance} monedas."),
+                     "{guesses}. Esta vez sin premio. Saldo: {balance} monedas."),
+    "guesses_one": "{n} intento",
+    "guesses_many": "{n} intentos",
     "history_empty": "📜 Todavía no has jugado ninguna ronda.",
     "history_head": "📜 Tus últimas rondas:",
-    "history_row": "{tag}: {guesses} intentos, mejor {best}, {payout}",
+    "history_row": "{tag}: {guesses}, mejor {best}, {payout}",
     "history_paid": "ganaste {payout} monedas",
     "history_unpaid": "sin premio",
     "history_open": "aún abierta",

@@ -135,11 +135,17 @@ def scores_text(round_id: str, lines: Sequence[tuple[str, int]], lang: str = "en
     return text(lang, "scores", tag=tag(round_id), lines=body, best=max(s for _, s in lines))
 
 
+def guess_count(n: int, lang: str = "en") -> str:
+    """``1 guess``, ``3 guesses`` (in ``lang``)."""
+    return text(lang, "guesses_one" if n == 1 else "guesses_many", n=n)
+
+
 def settled_text(round_id: str, secret: Sequence[str], best: int | None, guesses: int, payout: int,
                  balance: int, lang: str = "en") -> str:
     """The one message at settlement: the secret, the best score, the payout or none."""
     key = "settled_won" if payout else "settled_lost"
-    return text(lang, key, tag=tag(round_id), secret=" ".join(secret), best=best or 0, guesses=guesses,
+    return text(lang, key, tag=tag(round_id), secret=" ".join(secret), best=best or 0,
+                guesses=guess_count(guesses, lang),
                 payout=payout, balance=balance)
 
 
@@ -155,7 +161,7 @@ def history_text(rows: Sequence[HistoryRow], lang: str = "en") -> str:
         else:
             result = text(lang, "history_unpaid")
         secret = f" ({' '.join(r.secret)})" if r.secret else ""
-        lines.append(text(lang, "history_row", tag=tag(r.round_id), guesses=r.guesses,
+        lines.append(text(lang, "history_row", tag=tag(r.round_id), guesses=guess_count(r.guesses, lang),
                           best=r.best if r.best is not None else "…", payout=result) + secret)
     return "\n".join(lines)
 
