@@ -15,6 +15,9 @@ EN: dict[str, str] = {
     "round": ("🎯 Round {tag} is open for {left}.\nSix emojis are hidden, drawn from:\n{emojis}\n"
               "A guess costs {price} coins: send six emojis, with or without spaces, e.g. {example}"),
     "no_round": "⏳ No round is open right now; the next one starts soon. Try /round in a moment.",
+    "no_round_in": "⏳ No round is open right now; the next one opens in {left}. Try /round then.",
+    "no_round_paused": "⏸ The operators have paused the game: no round is open. Try /round later.",
+    "no_round_over": "⏳ No round is open and none is scheduled: this season is over. Thanks for playing!",
     "welcome_new": "👋 Welcome to Codemojex, {name}! You got {granted} starting coins. Balance: {balance} coins.",
     "welcome_back": "👋 Welcome to Codemojex, {name}! Welcome back. Balance: {balance} coins.",
     "rules": ("Guess the round's six hidden emojis; each position scores 100 − 20 per step away "
@@ -69,6 +72,9 @@ ES: dict[str, str] = {
               "{emojis}\nUn intento cuesta {price} monedas: envía seis emojis, con o sin espacios, "
               "p. ej. {example}"),
     "no_round": "⏳ Ahora no hay ninguna ronda abierta; la siguiente empieza pronto. Prueba /round en un momento.",
+    "no_round_in": "⏳ Ahora no hay ninguna ronda abierta; la siguiente abre en {left}. Prueba /round entonces.",
+    "no_round_paused": "⏸ Los operadores han pausado el juego: no hay ninguna ronda abierta. Prueba /round más tarde.",
+    "no_round_over": "⏳ No hay ninguna ronda abierta ni prevista: esta temporada ha terminado. ¡Gracias por jugar!",
     "welcome_new": "👋 ¡Bienvenido a Codemojex, {name}! Recibes {granted} monedas iniciales. Saldo: {balance} monedas.",
     "welcome_back": "👋 ¡Bienvenido a Codemojex, {name}! Hola de nuevo. Saldo: {balance} monedas.",
     "rules": ("Adivina los seis emojis ocultos de la ronda; cada posición puntúa 100 − 20 por cada paso de "

@@ -31,7 +31,7 @@ from codemojex.bot import replies
 from codemojex.bot.catalogue import language, text
 from codemojex.bot.inbound import Command, Inbound, Verb, decode_inbound, parse_command
 from codemojex.domain.emoji import default_set
-from codemojex.domain.errors import Reason
+from codemojex.domain.errors import DatabaseError, Reason
 from codemojex.service import (
     Admitted,
     Services,
@@ -43,6 +43,7 @@ from codemojex.service import (
     submit,
 )
 from codemojex.service.codec import BadPayload, Note, encode
+from codemojex.service.series import next_round
 from codemojex.wallet import Granted, UnknownPlayer, live
 from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
@@ -172,9 +173,19 @@ class CommandWorker:
         rnd = await current_round(self.services)
         emoji_set = None if rnd is None else default_set(rnd.emoji_set)
         if rnd is None or emoji_set is None:
-            return (replies.KIND_REPLY, text(lang, "no_round"), "")
+            return (replies.KIND_REPLY, await self._no_round(lang), "")
         said = replies.round_text(rnd.id, emoji_set, rnd.guess_price, rnd.closes_at, datetime.now(UTC), lang)
         return (replies.KIND_ROUND, said, rnd.id)
+
+    async def _no_round(self, lang: str) -> str:
+        """Why no round is open, and when the next one opens (the generic answer if
+        PostgreSQL cannot say just now: the answer matters more than its detail)."""
+        try:
+            nxt = await next_round(self.services)
+        except DatabaseError as exc:
+            log.info("no round open; its series not read (%r)", exc)
+            return text(lang, "no_round")
+        return replies.no_round_text(nxt.state, nxt.opens_at, datetime.now(UTC), lang)
 
     async def _guess(self, cmd: Command, pid: str, job_id: str, lang: str = "en") -> Reply:
         coins = await balance(self.services, pid)
@@ -183,7 +194,7 @@ class CommandWorker:
         rnd = await current_round(self.services)  # the cache tier first; handed on to submit
         emoji_set = None if rnd is None else default_set(rnd.emoji_set)
         if rnd is None or emoji_set is None:
-            return (replies.KIND_REPLY, text(lang, "no_round"), "")
+            return (replies.KIND_REPLY, await self._no_round(lang), "")
         if cmd.verb is Verb.QUICK:
             guess = " ".join(random.Random(job_id).sample(emoji_set.emojis, 6))  # same pick on a re-run
         elif not cmd.arg:
@@ -201,7 +212,7 @@ class CommandWorker:
         if out.reason is Reason.INSUFFICIENT:
             return (replies.KIND_REPLY, replies.insufficient(coins, rnd.guess_price, lang), rnd.id)
         if out.reason is Reason.NO_ROUND:
-            return (replies.KIND_REPLY, text(lang, "no_round"), "")
+            return (replies.KIND_REPLY, await self._no_round(lang), "")
         if out.reason is Reason.UNAVAILABLE:  # PostgreSQL out past the retry bound: nothing decided
             return (replies.KIND_REPLY, text(lang, "unavailable"), rnd.id)
         return (replies.KIND_REPLY, text(lang, "closed"), rnd.id)

@@ -80,6 +80,19 @@ def round_text(round_id: str, emoji_set: EmojiSet, price: int, closes_at: dateti
                 emojis=" ".join(emoji_set.emojis), price=price, example=" ".join(emoji_set.emojis[:6]))
 
 
+def no_round_text(state: str, opens_at: datetime | None, now: datetime, lang: str = "en") -> str:
+    """Why no round is open, from the series' ``state`` (:class:`~codemojex.service.series.
+    NextRound`): when the next opens, or that the operators paused the game, or that the
+    season is over; "soon" when not known (no series, or its next round overdue)."""
+    if state == "paused":
+        return text(lang, "no_round_paused")
+    if state == "over":
+        return text(lang, "no_round_over")
+    if state == "running" and opens_at is not None and opens_at > now:
+        return text(lang, "no_round_in", left=_left(opens_at, now))
+    return text(lang, "no_round")
+
+
 def welcome(name: str, balance: int, granted: int | None, lang: str = "en") -> str:
     who = name or "player"
     hello = (text(lang, "welcome_new", name=who, granted=granted, balance=balance) if granted
