@@ -17,7 +17,7 @@ from codemojex.bot import BotApp, StandIn
 from codemojex.bot.catalogue import TEXTS
 from codemojex.service import Services, round_id
 from codemojex.service.series import SeriesSettings, pause_series, series_status
-from codemojex.wallet import audit, balance, get_round
+from codemojex.wallet import audit, balance, get_round, live
 from tests.codemojex.botkit import settings, until, user_id
 from tests.codemojex.game import PRICE, eventually, make_round
 from tests.codemojex.seasonkit import notice_order_faults
@@ -62,13 +62,14 @@ async def test_every_player_hears_one_score_notice_and_one_result_per_round(serv
     async with StandIn(bot_id=user_id()) as api, bot(services, api, series=plan) as app:
         await until(lambda: app.upkeep.status is not None, what="the series")
         assert app.upkeep.status is not None
+        sid = app.upkeep.status.id  # kept: the status reads None once the series' one round opened
         await say(api, ada, "/start")
         await say(api, bob, "/start", lang="es-ES", name="Bob")
         await say(api, eve, "/start", name="Eve")  # never guesses: hears nothing at the close
         for guess in ("😀 😎 🤖 👻 🐱 🐶", "😎 😀 🤖 👻 🐶 🐱"):
             assert "accepted" in await say(api, ada, guess)
         assert "aceptado" in await say(api, bob, "🍕 🍩 🚀 ⚽ 🎸 ❤", lang="es-ES", name="Bob")
-        rnd = await get_round(services.pool, round_id(app.upkeep.status.id, 0))
+        rnd = await get_round(services.pool, round_id(sid, 0))
         assert rnd is not None
 
         def results(chat: int) -> list[str]:
@@ -80,8 +81,11 @@ async def test_every_player_hears_one_score_notice_and_one_result_per_round(serv
         (a,), (b,) = results(ada), results(bob)
         assert f"The secret was {secret}." in a and "Your best:" in a and "over 2 guesses" in a
         assert f"El secreto era {secret}." in b and "de 1 intento." in b
-        assert ("You won" in a) != ("No payout" in a) and ("Ganas" in b) != ("sin premio" in b)
+        assert sum(w in a for w in ("You won", "come back to you", "No payout")) == 1
+        assert sum(w in b for w in ("Ganas", "Recuperas", "sin premio")) == 1
         assert not results(eve)
+        _, rows = await live.round_results(services.pool, rnd.id)  # what the result says was spent
+        assert {r.player: r.spent for r in rows} == {f"tg:{ada}": 2 * PRICE, f"tg:{bob}": PRICE}
         for chat in (ada, bob):  # one score notice for the round, however many guesses
             assert len([t for t in api.texts(chat) if t.startswith(("📊 Round", "📊 Ronda"))]) == 1
         # ... before the result, listing only guesses whose "accepted" answer came first

@@ -61,3 +61,15 @@ def test_counts_of_guesses_read_as_words_in_both_languages() -> None:
     said = settled_text("RNDABCDEF", ("😀",) * 6, 340, 1, 0, 90)
     assert "Your best: 340/600 over 1 guess. No payout this time." in said
     assert "de 2 intentos. ¡Ganas 7 monedas!" in settled_text("RNDABCDEF", ("😀",) * 6, 340, 2, 7, 97, "es")
+
+
+def test_a_payout_no_more_than_what_the_guesses_cost_is_not_called_a_win() -> None:
+    from codemojex.bot.replies import settled_text
+
+    secret = ("😀",) * 6
+    back = settled_text("RNDABCDEF", secret, 40, 1, 3, 93, spent=10)
+    assert "3 of the 10 coins you spent come back to you. Balance: 93 coins." in back and "won" not in back
+    assert "Recuperas 3 de las 10 monedas" in settled_text("RNDABCDEF", secret, 40, 1, 3, 93, "es", spent=10)
+    assert "You won 12 coins! 🎉" in settled_text("RNDABCDEF", secret, 240, 1, 12, 102, spent=10)
+    assert "10 of the 10 coins you spent" in settled_text("RNDABCDEF", secret, 240, 1, 10, 100, spent=10)
+    assert "No payout this time." in settled_text("RNDABCDEF", secret, 0, 2, 0, 80, spent=20)

@@ -171,7 +171,8 @@ class Announcer:
         items = []
         for r, lang in zip(players, langs, strict=True):
             code = lang.decode() if isinstance(lang, bytes) else "en"
-            said = replies.settled_text(rid, secret, r.best, r.guesses, r.payout, r.balance, code)
+            said = replies.settled_text(rid, secret, r.best, r.guesses, r.payout, r.balance, code,
+                                        spent=r.spent)
             items.append((settled_note_id(r.player, rid),
                           encode(Note(replies.KIND_SETTLED, r.player, rid, said, r.payout)), r.player))
         for verdict in await self.services.notifications.admit_many(items, serial=True):

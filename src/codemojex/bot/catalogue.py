@@ -54,6 +54,8 @@ EN: dict[str, str] = {
     "scores": "📊 Round {tag}, your scores so far:\n{lines}\nBest: {best}/600. Final results at the close.",
     "settled_won": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
                     "You won {payout} coins! 🎉 Balance: {balance} coins."),
+    "settled_back": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
+                     "{payout} of the {spent} coins you spent come back to you. Balance: {balance} coins."),
     "settled_lost": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
                      "No payout this time. Balance: {balance} coins."),
     "guesses_one": "{n} guess",
@@ -113,6 +115,8 @@ ES: dict[str, str] = {
                "Resultados finales al cierre."),
     "settled_won": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
                     "{guesses}. ¡Ganas {payout} monedas! 🎉 Saldo: {balance} monedas."),
+    "settled_back": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
+                     "{guesses}. Recuperas {payout} de las {spent} monedas que gastaste. Saldo: {balance} monedas."),
     "settled_lost": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
                      "{guesses}. Esta vez sin premio. Saldo: {balance} monedas."),
     "guesses_one": "{n} intento",

@@ -154,12 +154,12 @@ def guess_count(n: int, lang: str = "en") -> str:
 
 
 def settled_text(round_id: str, secret: Sequence[str], best: int | None, guesses: int, payout: int,
-                 balance: int, lang: str = "en") -> str:
-    """The one message at settlement: the secret, the best score, the payout or none."""
-    key = "settled_won" if payout else "settled_lost"
+                 balance: int, lang: str = "en", *, spent: int = 0) -> str:
+    """The one message at settlement: the secret, the best score, the payout or none. A
+    payout no more than what the player's guesses cost (``spent``) is not called a win."""
+    key = "settled_lost" if not payout else "settled_back" if payout <= spent else "settled_won"
     return text(lang, key, tag=tag(round_id), secret=" ".join(secret), best=best or 0,
-                guesses=guess_count(guesses, lang),
-                payout=payout, balance=balance)
+                guesses=guess_count(guesses, lang), payout=payout, balance=balance, spent=spent)
 
 
 def history_text(rows: Sequence[HistoryRow], lang: str = "en") -> str:
