@@ -121,16 +121,17 @@ async def test_operators_void_pause_grant_and_look_up_and_nobody_else_can(servic
     rid = await make_round(services.pool)
     ada, bob = user_id(), user_id()
     async with StandIn(bot_id=user_id()) as api, bot(services, api, admins=frozenset({OPERATOR})):
-        for who in (ada, bob):
-            await say(api, who, "/start")
-            assert "accepted" in await say(api, who, "😀 😎 🤖 👻 🐱 🐶")
+        for who, lang, word in ((ada, "en", "accepted"), (bob, "es", "aceptado")):
+            await say(api, who, "/start", lang=lang)
+            assert word in await say(api, who, "😀 😎 🤖 👻 🐱 🐶", lang=lang)
         assert "I don't know /void" in await say(api, ada, f"/void {rid}")  # not an operator
         await eventually(lambda: _scored(services, rid), what="both guesses scored")
         answer = await say(api, OPERATOR, f"/void {rid[-6:]}")
         assert f"Round {rid[-6:]} voided: {2 * PRICE} coins refunded to 2 players." == answer.split(" ", 1)[1]
         assert "voided before" in await say(api, OPERATOR, f"/void {rid}")  # idempotent
-        await until(lambda: all(any("were refunded" in t for t in api.texts(c)) for c in (ada, bob)),
-                    what="both players told of the refund")
+        await until(lambda: any("were refunded" in t for t in api.texts(ada))
+                    and any("te hemos devuelto" in t for t in api.texts(bob)),
+                    what="both players told of the refund, each in their language")
         assert await balance(services.pool, f"tg:{ada}") == 100
         if await series_status(services) is not None:  # the module's other test's series
             assert "paused" in await say(api, OPERATOR, "/pause")
@@ -139,6 +140,8 @@ async def test_operators_void_pause_grant_and_look_up_and_nobody_else_can(servic
             assert (await series_status(services)).state == "running"  # type: ignore[union-attr]
             await pause_series(services)
         assert "Granted 7 coins" in await say(api, OPERATOR, f"/grant {bob} 7")
+        told = "🎁 Los operadores te han dado 7 monedas. Saldo: 107 monedas."
+        await until(lambda: told in api.texts(bob), what="the player told of the grant")
         card = await say(api, OPERATOR, f"/player {bob}")
         assert "balance 107" in card and "granted 107" in card
         assert (await say(api, OPERATOR, "/grant nobody")).startswith("Operator commands:")

@@ -67,6 +67,7 @@ EN: dict[str, str] = {
     "history_unpaid": "no payout",
     "history_open": "still open",
     "voided": "↩️ Round {tag} was voided by the operators: your {coins} coins for its guesses were refunded.",
+    "granted": "🎁 The operators gave you {coins} coins. Balance: {balance} coins.",
 }
 
 ES: dict[str, str] = {
@@ -129,6 +130,7 @@ ES: dict[str, str] = {
     "history_open": "aún abierta",
     "voided": ("↩️ Los operadores anularon la ronda {tag}: te hemos devuelto las {coins} monedas "
                "de sus intentos."),
+    "granted": "🎁 Los operadores te han dado {coins} monedas. Saldo: {balance} monedas.",
 }
 
 TEXTS: dict[str, dict[str, str]] = {"en": EN, "es": ES}

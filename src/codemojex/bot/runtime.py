@@ -103,7 +103,7 @@ class BotApp:
                                          after={replies.KIND_ACCEPTED: self.scores.on_accepted})
         self.series = series
         self.game = App(services, delivery=self.delivery, on_score=self.scores.on_score)
-        self.admin = Admin(services, settings.admins)
+        self.admin = Admin(services, settings.admins, language_of=self.state.language_of)
         d = self.delivery
         self.metrics = GameMetrics(services.pool, Sources(
             sent=lambda: d.sent,
