@@ -18,6 +18,7 @@ from codemojex.bot.catalogue import TEXTS
 from codemojex.service import Services, round_id
 from codemojex.service.series import SeriesSettings, pause_series, series_status
 from codemojex.wallet import audit, balance, get_round, live
+from codemojex.wallet.rounds import locked_positions
 from tests.codemojex.botkit import settings, until, user_id
 from tests.codemojex.game import PRICE, eventually, make_round
 from tests.codemojex.seasonkit import notice_order_faults
@@ -115,6 +116,28 @@ async def test_daily_top_up_history_boards_and_spanish(services: Services) -> No
         assert (await say(api, bob, "/history", lang="es")).startswith("📜 Todavía no has jugado")
     assert await balance(services.pool, f"tg:{ada}") == 125 - PRICE
     assert (await audit(services.pool)).ok
+
+
+async def test_a_guess_that_keeps_found_positions_says_so(services: Services) -> None:
+    """Locks: a position found exactly stays found; the answer to the next guess shows the
+    guess charged and says which positions were kept, rather than a guess the player did not
+    type, unexplained (the welcome's rules say so too)."""
+    rid = await make_round(services.pool)  # secret 😀 😎 🤖 👻 🐱 🐶
+    ada = user_id()
+    async with StandIn(bot_id=user_id()) as api, bot(services, api):
+        assert "stays found for the rest of the round" in await say(api, ada, "/start")
+        first = await say(api, ada, "😀 🍕 🍩 🚀 ⚽ 🎸")  # position 1 exact
+        assert "🔒" not in first
+
+        async def locked() -> bool:
+            return await locked_positions(services.pool, rid, f"tg:{ada}") == {0: "😀"}
+
+        await eventually(locked, what="position 1 locked")
+        again = await say(api, ada, "🍕 🍩 🚀 ⚽ 🎸 😎")
+        assert again.startswith("✅ Guess 😀 🍩 🚀 ⚽ 🎸 😎 accepted")
+        assert again.endswith("\n🔒 Kept where you found them exactly: #1 😀.")
+        assert "🔒 Se mantienen donde ya los acertaste: #1 😀." in await say(api, ada, "🍕 🍩 🚀 ⚽ 🎸 😎",
+                                                                                lang="es")
 
 
 async def test_operators_void_pause_grant_and_look_up_and_nobody_else_can(services: Services) -> None:

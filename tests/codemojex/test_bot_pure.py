@@ -73,3 +73,12 @@ def test_a_payout_no_more_than_what_the_guesses_cost_is_not_called_a_win() -> No
     assert "You won 12 coins! 🎉" in settled_text("RNDABCDEF", secret, 240, 1, 12, 102, spent=10)
     assert "10 of the 10 coins you spent" in settled_text("RNDABCDEF", secret, 240, 1, 10, 100, spent=10)
     assert "No payout this time." in settled_text("RNDABCDEF", secret, 0, 2, 0, 80, spent=20)
+
+
+def test_an_accepted_guess_names_the_positions_kept_from_exact_finds() -> None:
+    from codemojex.bot.replies import accepted
+
+    charged, sent = ("😀", "🍩", "🚀", "⚽", "🎸", "😎"), ("🍕", "🍩", "🚀", "⚽", "🎸", "😎")
+    assert "🔒" not in accepted(charged, 10, 80, sent=charged) and "🔒" not in accepted(charged, 10, 80)
+    said = accepted(charged, 10, 80, sent=sent)
+    assert said.splitlines()[1] == "🔒 Kept where you found them exactly: #1 😀."

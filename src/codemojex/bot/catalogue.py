@@ -21,9 +21,11 @@ EN: dict[str, str] = {
     "welcome_new": "👋 Welcome to Codemojex, {name}! You got {granted} starting coins. Balance: {balance} coins.",
     "welcome_back": "👋 Welcome to Codemojex, {name}! Welcome back. Balance: {balance} coins.",
     "rules": ("Guess the round's six hidden emojis; each position scores 100 − 20 per step away "
-              "from where that emoji really is. The best guesses share the pot."),
+              "from where that emoji really is. A position you find exactly stays found for the rest "
+              "of the round. The best guesses share the pot."),
     "accepted": ("✅ Guess {guess} accepted (−{price} coins, balance {balance}). Your scores: one message per "
                  "round, then the result at the close."),
+    "kept": "🔒 Kept where you found them exactly: {kept}.",
     "bad_guess": "🤔 That is not a valid guess: {detail}.",
     "use_six_of": "Use six of: {emojis}",
     "insufficient": ("💸 Not enough coins: a guess costs {price}, you have {balance}. "
@@ -81,9 +83,11 @@ ES: dict[str, str] = {
     "welcome_new": "👋 ¡Bienvenido a Codemojex, {name}! Recibes {granted} monedas iniciales. Saldo: {balance} monedas.",
     "welcome_back": "👋 ¡Bienvenido a Codemojex, {name}! Hola de nuevo. Saldo: {balance} monedas.",
     "rules": ("Adivina los seis emojis ocultos de la ronda; cada posición puntúa 100 − 20 por cada paso de "
-              "distancia a donde está de verdad ese emoji. Los mejores intentos se reparten el bote."),
+              "distancia a donde está de verdad ese emoji. Una posición que aciertas exactamente se queda "
+              "acertada el resto de la ronda. Los mejores intentos se reparten el bote."),
     "accepted": ("✅ Intento {guess} aceptado (−{price} monedas, saldo {balance}). Tus puntuaciones: un mensaje "
                  "por ronda, y el resultado al cierre."),
+    "kept": "🔒 Se mantienen donde ya los acertaste: {kept}.",
     "bad_guess": "🤔 Ese intento no es válido: {detail}.",
     "use_six_of": "Usa seis de: {emojis}",
     "insufficient": ("💸 No tienes monedas suficientes: un intento cuesta {price} y tienes {balance}. "

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from codemojex.bot import replies
 from codemojex.bot.catalogue import language, text
 from codemojex.bot.inbound import Command, Inbound, Verb, decode_inbound, parse_command
+from codemojex.domain import parse_guess
 from codemojex.domain.emoji import default_set
 from codemojex.domain.errors import DatabaseError, Reason
 from codemojex.service import (
@@ -205,7 +206,9 @@ class CommandWorker:
         out = await submit(self.services, rnd.id, pid, guess, guess_id=guess_id(job_id),
                            rnd=rnd, explain=True)
         if isinstance(out, Admitted):
-            said = replies.accepted(out.guess, rnd.guess_price, out.balance, lang)
+            sent = parse_guess(guess, emoji_set)  # as typed: the charged guess may keep locked positions
+            said = replies.accepted(out.guess, rnd.guess_price, out.balance, lang,
+                                    sent=sent if isinstance(sent, tuple) else None)
             return (replies.KIND_ACCEPTED, said, rnd.id)
         if out.reason is Reason.BAD_GUESS:
             return (replies.KIND_REPLY, replies.bad_guess(out.detail, emoji_set, lang), rnd.id)

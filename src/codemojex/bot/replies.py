@@ -100,8 +100,14 @@ def welcome(name: str, balance: int, granted: int | None, lang: str = "en") -> s
     return hello + "\n" + text(lang, "rules")
 
 
-def accepted(guess: Sequence[str], price: int, balance: int, lang: str = "en") -> str:
-    return text(lang, "accepted", guess=" ".join(guess), price=price, balance=balance)
+def accepted(guess: Sequence[str], price: int, balance: int, lang: str = "en", *,
+             sent: Sequence[str] | None = None) -> str:
+    """The answer to a charged guess. ``sent``: the guess as the player sent it; positions
+    where the charged ``guess`` differs were kept from the player's exact finds (locks), and
+    the answer says so, rather than showing a guess the player did not type unexplained."""
+    said = text(lang, "accepted", guess=" ".join(guess), price=price, balance=balance)
+    kept = [f"#{i + 1} {e}" for i, (s, e) in enumerate(zip(sent or guess, guess, strict=False)) if s != e]
+    return said + ("\n" + text(lang, "kept", kept=", ".join(kept)) if kept else "")
 
 
 def bad_guess(detail: str, emoji_set: EmojiSet | None, lang: str = "en") -> str:
