@@ -248,6 +248,47 @@ def score_notices(api: StandIn) -> Counter[tuple[int, str]]:
     return Counter((r.chat_id, r.text.split()[2].rstrip(",")) for r in api.sent if r.text.startswith("📊 "))
 
 
+ACCEPTED = ("✅ Guess ", "✅ Intento ")
+SCORES = ("📊 Round ", "📊 Ronda ")
+RESULT = ("🏁 Round ", "🏁 Ronda ")
+
+
+def _guess_of_answer(text: str) -> str:
+    """The guess an "accepted" answer names (``✅ Guess 😀 … 🐶 accepted (…``)."""
+    head = text.split(" (", 1)[0].split(" ", 2)[2]
+    return head.rsplit(" ", 1)[0]
+
+
+def notice_order_faults(requests: Iterable[Received], kills: Iterable[float] = ()) -> list[str]:
+    """What breaks the score notices' order, as players read it at the stand-in: at most
+    one notice per player per round (a second only where a kill -9 fell between the two:
+    at least once), none after that round's result, and none listing a guess whose
+    "accepted" answer the player had not had by then. Empty: in order."""
+    kills = list(kills)
+    faults: list[str] = []
+    accepted: dict[int, Counter[str]] = defaultdict(Counter)  # chat -> guesses told accepted so far
+    results: set[tuple[int, str]] = set()
+    notices: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for r in sorted((r for r in requests if r.status == 200), key=lambda r: r.at):
+        if r.text.startswith(ACCEPTED):
+            accepted[r.chat_id][_guess_of_answer(r.text)] += 1
+        elif r.text.startswith(RESULT):
+            results.add((r.chat_id, r.text.split()[2]))
+        elif r.text.startswith(SCORES):
+            key = (r.chat_id, r.text.split()[2].rstrip(","))
+            notices[key].append(r.at)
+            if key in results:
+                faults.append(f"chat {key[0]} round {key[1]}: score notice after the result")
+            listed = Counter(line.rsplit(" — ", 1)[0] for line in r.text.splitlines()[1:-1])
+            if unknown := listed - accepted[r.chat_id]:
+                faults.append(f"chat {key[0]} round {key[1]}: scores of {sorted(unknown)}"
+                              " before their acceptance")
+    for (chat, tag), times in notices.items():
+        if len(times) > 1 and not straddles_a_kill(times, kills):
+            faults.append(f"chat {chat} round {tag}: {len(times)} score notices")
+    return faults
+
+
 def transcript(api: StandIn, commands: list[tuple[int, int, str, float]], chat: int) -> str:
     """One chat's conversation as text, from its first guess of a round to that round's
     settlement message (what a screenshot would show), in the order the stand-in saw it."""

@@ -51,3 +51,34 @@ def test_an_updates_message_id_and_language_reach_the_command() -> None:
     cmd = parse_command(inbound.text)
     assert (cmd.verb, cmd.arg) == (Verb.TOP, "week")
     assert parse_command("/daily").verb is Verb.DAILY and parse_command("/history").verb is Verb.HISTORY
+
+
+def test_counts_of_guesses_read_as_words_in_both_languages() -> None:
+    from codemojex.bot.replies import guess_count, settled_text
+
+    assert [guess_count(n) for n in (0, 1, 2)] == ["0 guesses", "1 guess", "2 guesses"]
+    assert [guess_count(n, "es") for n in (1, 3)] == ["1 intento", "3 intentos"]
+    said = settled_text("RNDABCDEF", ("😀",) * 6, 340, 1, 0, 90)
+    assert "Your best: 340/600 over 1 guess. No payout this time." in said
+    assert "de 2 intentos. ¡Ganas 7 monedas!" in settled_text("RNDABCDEF", ("😀",) * 6, 340, 2, 7, 97, "es")
+
+
+def test_a_payout_no_more_than_what_the_guesses_cost_is_not_called_a_win() -> None:
+    from codemojex.bot.replies import settled_text
+
+    secret = ("😀",) * 6
+    back = settled_text("RNDABCDEF", secret, 40, 1, 3, 93, spent=10)
+    assert "3 of the 10 coins you spent come back to you. Balance: 93 coins." in back and "won" not in back
+    assert "Recuperas 3 de las 10 monedas" in settled_text("RNDABCDEF", secret, 40, 1, 3, 93, "es", spent=10)
+    assert "You won 12 coins! 🎉" in settled_text("RNDABCDEF", secret, 240, 1, 12, 102, spent=10)
+    assert "10 of the 10 coins you spent" in settled_text("RNDABCDEF", secret, 240, 1, 10, 100, spent=10)
+    assert "No payout this time." in settled_text("RNDABCDEF", secret, 0, 2, 0, 80, spent=20)
+
+
+def test_an_accepted_guess_names_the_positions_kept_from_exact_finds() -> None:
+    from codemojex.bot.replies import accepted
+
+    charged, sent = ("😀", "🍩", "🚀", "⚽", "🎸", "😎"), ("🍕", "🍩", "🚀", "⚽", "🎸", "😎")
+    assert "🔒" not in accepted(charged, 10, 80, sent=charged) and "🔒" not in accepted(charged, 10, 80)
+    said = accepted(charged, 10, 80, sent=sent)
+    assert said.splitlines()[1] == "🔒 Kept where you found them exactly: #1 😀."

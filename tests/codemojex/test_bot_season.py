@@ -10,9 +10,11 @@ round played after it), once a quarter of the chats have guessed in it or near i
 Counted at the stand-in, where Telegram would count: never more than 30 sends in any 1 s
 window, nor more than 1 to a chat; every command answered (each answer quotes the message
 it answers); every round settled and every player who guessed told, with the revealed
-secret; a message sent twice only where a kill -9 fell while its request was out (at least
-once, docs/decisions/0042). From the books: one series (every round of it, none of another, never
-two open at once), balances after each restart equal to those before it plus what moved
+secret; at most one score notice per player per round, never after that round's result
+and never listing a guess before its "accepted" answer (docs/decisions/0046); a message
+sent twice only where a kill -9 fell while its request was out (at least once,
+docs/decisions/0042). From the books: one series (every round of it, none of another,
+never two open at once), balances after each restart equal to those before it plus what moved
 since (nothing reset, nothing lost), and the audit clean.
 
 Short form (the test command): 60 chats, 5 rounds of 8 s. The long form:
@@ -289,7 +291,12 @@ def _counted_at_the_stand_in(api: StandIn, chats: Chats, ids: list[int], expecte
         {k: v for k, v in repeated.items() if not kit.straddles_a_kill(v, kills)}
     again = sum(len(t) - 1 for t in repeated.values())
     print(f"kill -9 x{len(kills)}: messages lost 0, repeated {again}")
-    assert kit.score_notices(api)  # one per player per round (a repeat only across a kill, above)
+    # Score notices as players read them: some sent; at most one per player per round (a
+    # second only across a kill -9), never after that round's result, never a score of a
+    # guess whose "accepted" answer had not arrived (docs/decisions/0046).
+    assert kit.score_notices(api)
+    faults = kit.notice_order_faults(sends, kills)
+    assert not faults, faults
     print(kit.transcript(api, chats.commands, chats.users[0]))
 
 

@@ -242,3 +242,41 @@ async def test_fewer_rounds_than_already_opened_finish_the_series(services: Serv
     after = await start_series(services, SeriesSettings(round_ms=60_000, rounds=1), name=name)
     assert after.id == status.id and after.changed == ("rounds",) and after.state == "finished"
     assert await series_status(services, name) is None  # no live series of that name any more
+
+
+async def test_a_player_finding_no_round_open_learns_when_the_next_opens(services: Services) -> None:
+    """What the bot's "no round open" answer says (service.series.next_round): no series; the
+    first round not opened yet; the next round's opening (its predecessor's close plus the
+    gap); paused by the operators; over once the last round opened."""
+    from datetime import timedelta
+
+    from codemojex.bot.replies import no_round_text
+    from codemojex.service.series import NextRound, next_round
+
+    name = _name(services)
+    assert (await next_round(services, name)).state == "none"
+    status = await start_series(services, SeriesSettings(round_ms=300, rounds=2, gap_ms=5000), name=name)
+    assert await next_round(services, name) == NextRound("running", None)  # its first round not open yet
+
+    def job(index: int) -> OpenRound:
+        return OpenRound(status.id, round_id(status.id, index), index, 2, 300, 5000, 10, "classic")
+
+    opened = await open_round(services, job(0))
+    assert opened is not None and not isinstance(opened, NotYet)
+    nxt = await next_round(services, name)
+    assert nxt.state == "running" and nxt.opens_at == opened.closes_at + timedelta(seconds=5)
+    said = no_round_text(nxt.state, nxt.opens_at, opened.closes_at - timedelta(seconds=55))
+    assert said == "⏳ No round is open right now; the next one opens in 1m 00s. Try /round then."
+    assert "starts soon" in no_round_text(nxt.state, nxt.opens_at, opened.closes_at + timedelta(seconds=6))
+    await pause_series(services, name)
+    assert (await next_round(services, name)).state == "paused"
+    assert "paused" in no_round_text("paused", None, datetime.now(UTC))
+    await resume_series(services, name)
+
+    async def last_opened() -> bool:  # round 0 closes after 300 ms; then round 1, the last, opens
+        last = await open_round(services, job(1))
+        return last is not None and not isinstance(last, NotYet)
+
+    await eventually(last_opened, what="the last round open")
+    assert (await next_round(services, name)).state == "over"
+    assert no_round_text("over", None, datetime.now(UTC), "es").endswith("¡Gracias por jugar!")

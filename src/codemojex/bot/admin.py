@@ -7,13 +7,15 @@
                                        are told; a settled round is refused
 ``/pause`` / ``/resume``               stop opening rounds after the current one / open again
 ``/grant <user id> <coins>``           coins from the house to a player (a ledger movement,
-                                       once per command: its ref is derived from the update)
+                                       once per command: its ref is derived from the update);
+                                       the player is told
 ``/player <user id>``                  what the books say of a player
 =====================================  ========================================================
 
 Anyone else sending these gets the ordinary answer to an unknown command: the commands
 are not advertised. Every answer goes back to the operator's chat through the same
-budget as any reply. Each command is one update, so a redelivered update is a duplicate
+budget as any reply; what players are told (a void's refund, a grant) is in each
+player's own language. Each command is one update, so a redelivered update is a duplicate
 job (nothing runs twice); a re-run after a crash finds the void done or the grant's ref
 taken, and answers the same.
 """
@@ -21,12 +23,12 @@ taken, and answers the same.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 
 from codemojex.bot import replies
 from codemojex.bot.catalogue import text
 from codemojex.bot.inbound import Command, Inbound
-from codemojex.service import Services, derive_id
+from codemojex.service import Services, balance, derive_id
 from codemojex.service.codec import Note, encode
 from codemojex.service.series import pause_series, resume_series, series_status
 from codemojex.wallet import AlreadyApplied, Granted, grant, live
@@ -56,11 +58,27 @@ def parse_admins(value: str | None) -> frozenset[int]:
 class Admin:
     """The handler the command worker asks about a command it does not know."""
 
-    def __init__(self, services: Services, admins: Collection[int], *, recent_rounds: int = 50) -> None:
+    def __init__(self, services: Services, admins: Collection[int], *, recent_rounds: int = 50,
+                 language_of: Callable[[str], Awaitable[str]] | None = None) -> None:
         self.services = services
         self.admins = frozenset(admins)
         self.recent_rounds = recent_rounds
+        self.language_of = language_of  # the catalogue a player reads (None: English)
         self.done = 0
+
+    async def _lang(self, player: str) -> str:
+        if self.language_of is None:
+            return "en"
+        try:
+            return await self.language_of(player)
+        except Exception as exc:  # Valkey away: the note still goes, in English
+            log.info("language of %s not read (%r)", player, exc)
+            return "en"
+
+    async def _tell(self, notes: list[tuple[str, bytes, str]]) -> None:
+        for verdict in await self.services.notifications.admit_many(notes, serial=True):
+            if isinstance(verdict, Exception):
+                raise verdict  # the command is retried; what is done stays done, the notes dedupe
 
     async def __call__(self, cmd: Command, inbound: Inbound) -> str | None:
         if cmd.word not in ADMIN_WORDS or inbound.user_id not in self.admins:
@@ -111,18 +129,22 @@ class Admin:
         for player, coins in sorted(done.refunds.items()):
             if replies.chat_for(player) is None:
                 continue
-            said = text("en", "voided", tag=replies.tag(rid), coins=coins)
+            said = text(await self._lang(player), "voided", tag=replies.tag(rid), coins=coins)
             notes.append((derive_id("JOB", f"void:{player}", rid),
                           encode(Note(replies.KIND_REPLY, player, rid, said, coins)), player))
-        for verdict in await self.services.notifications.admit_many(notes, serial=True):
-            if isinstance(verdict, Exception):
-                raise verdict  # the command is retried; the void is done, the notes dedupe
+        await self._tell(notes)
         return (f"↩️ Round {replies.tag(rid)} voided: {done.refunded} coins refunded to "
                 f"{len(done.refunds)} players" + (" (voided before)." if done.state == "already" else "."))
 
     async def _grant(self, user: int, coins: int, inbound: Inbound) -> str:
         ref = f"admin-grant:{inbound.update_id}:{inbound.chat_id}"
-        got = await grant(self.services.pool, replies.player_id(user), coins, ref)
+        player = replies.player_id(user)
+        got = await grant(self.services.pool, player, coins, ref)
+        if isinstance(got, Granted | AlreadyApplied):  # told once (the note's id is the grant's)
+            now = got.balance if isinstance(got, Granted) else await balance(self.services, player) or 0
+            said = text(await self._lang(player), "granted", coins=coins, balance=now)
+            await self._tell([(derive_id("JOB", "grant-note", ref),
+                               encode(Note(replies.KIND_REPLY, player, "", said, coins)), player)])
         if isinstance(got, Granted):
             return f"🎁 Granted {coins} coins to tg:{user}; their balance is {got.balance}."
         if isinstance(got, AlreadyApplied):

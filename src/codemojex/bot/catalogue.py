@@ -15,11 +15,17 @@ EN: dict[str, str] = {
     "round": ("🎯 Round {tag} is open for {left}.\nSix emojis are hidden, drawn from:\n{emojis}\n"
               "A guess costs {price} coins: send six emojis, with or without spaces, e.g. {example}"),
     "no_round": "⏳ No round is open right now; the next one starts soon. Try /round in a moment.",
+    "no_round_in": "⏳ No round is open right now; the next one opens in {left}. Try /round then.",
+    "no_round_paused": "⏸ The operators have paused the game: no round is open. Try /round later.",
+    "no_round_over": "⏳ No round is open and none is scheduled: this season is over. Thanks for playing!",
     "welcome_new": "👋 Welcome to Codemojex, {name}! You got {granted} starting coins. Balance: {balance} coins.",
     "welcome_back": "👋 Welcome to Codemojex, {name}! Welcome back. Balance: {balance} coins.",
     "rules": ("Guess the round's six hidden emojis; each position scores 100 − 20 per step away "
-              "from where that emoji really is. The best guesses share the pot."),
-    "accepted": "✅ Guess {guess} accepted (−{price} coins, balance {balance}). Its score is on its way.",
+              "from where that emoji really is. A position you find exactly stays found for the rest "
+              "of the round. The best guesses share the pot."),
+    "accepted": ("✅ Guess {guess} accepted (−{price} coins, balance {balance}). Your scores: one message per "
+                 "round, then the result at the close."),
+    "kept": "🔒 Kept where you found them exactly: {kept}.",
     "bad_guess": "🤔 That is not a valid guess: {detail}.",
     "use_six_of": "Use six of: {emojis}",
     "insufficient": ("💸 Not enough coins: a guess costs {price}, you have {balance}. "
@@ -48,17 +54,22 @@ EN: dict[str, str] = {
     "daily_granted": "🎁 {coins} daily coins added. Balance: {balance} coins. Come back tomorrow for more.",
     "daily_taken": "🎁 You already had today's coins. Balance: {balance} coins. Come back tomorrow.",
     "scores": "📊 Round {tag}, your scores so far:\n{lines}\nBest: {best}/600. Final results at the close.",
-    "settled_won": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses} "
-                    "guesses. You won {payout} coins! 🎉 Balance: {balance} coins."),
-    "settled_lost": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses} "
-                     "guesses. No payout this time. Balance: {balance} coins."),
+    "settled_won": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
+                    "You won {payout} coins! 🎉 Balance: {balance} coins."),
+    "settled_back": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
+                     "{payout} of the {spent} coins you spent come back to you. Balance: {balance} coins."),
+    "settled_lost": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
+                     "No payout this time. Balance: {balance} coins."),
+    "guesses_one": "{n} guess",
+    "guesses_many": "{n} guesses",
     "history_empty": "📜 You have not played a round yet.",
     "history_head": "📜 Your last rounds:",
-    "history_row": "{tag}: {guesses} guesses, best {best}, {payout}",
+    "history_row": "{tag}: {guesses}, best {best}, {payout}",
     "history_paid": "won {payout} coins",
     "history_unpaid": "no payout",
     "history_open": "still open",
     "voided": "↩️ Round {tag} was voided by the operators: your {coins} coins for its guesses were refunded.",
+    "granted": "🎁 The operators gave you {coins} coins. Balance: {balance} coins.",
 }
 
 ES: dict[str, str] = {
@@ -66,11 +77,17 @@ ES: dict[str, str] = {
               "{emojis}\nUn intento cuesta {price} monedas: envía seis emojis, con o sin espacios, "
               "p. ej. {example}"),
     "no_round": "⏳ Ahora no hay ninguna ronda abierta; la siguiente empieza pronto. Prueba /round en un momento.",
+    "no_round_in": "⏳ Ahora no hay ninguna ronda abierta; la siguiente abre en {left}. Prueba /round entonces.",
+    "no_round_paused": "⏸ Los operadores han pausado el juego: no hay ninguna ronda abierta. Prueba /round más tarde.",
+    "no_round_over": "⏳ No hay ninguna ronda abierta ni prevista: esta temporada ha terminado. ¡Gracias por jugar!",
     "welcome_new": "👋 ¡Bienvenido a Codemojex, {name}! Recibes {granted} monedas iniciales. Saldo: {balance} monedas.",
     "welcome_back": "👋 ¡Bienvenido a Codemojex, {name}! Hola de nuevo. Saldo: {balance} monedas.",
     "rules": ("Adivina los seis emojis ocultos de la ronda; cada posición puntúa 100 − 20 por cada paso de "
-              "distancia a donde está de verdad ese emoji. Los mejores intentos se reparten el bote."),
-    "accepted": "✅ Intento {guess} aceptado (−{price} monedas, saldo {balance}). Su puntuación está en camino.",
+              "distancia a donde está de verdad ese emoji. Una posición que aciertas exactamente se queda "
+              "acertada el resto de la ronda. Los mejores intentos se reparten el bote."),
+    "accepted": ("✅ Intento {guess} aceptado (−{price} monedas, saldo {balance}). Tus puntuaciones: un mensaje "
+                 "por ronda, y el resultado al cierre."),
+    "kept": "🔒 Se mantienen donde ya los acertaste: {kept}.",
     "bad_guess": "🤔 Ese intento no es válido: {detail}.",
     "use_six_of": "Usa seis de: {emojis}",
     "insufficient": ("💸 No tienes monedas suficientes: un intento cuesta {price} y tienes {balance}. "
@@ -102,17 +119,22 @@ ES: dict[str, str] = {
     "scores": ("📊 Ronda {tag}, tus puntuaciones hasta ahora:\n{lines}\nMejor: {best}/600. "
                "Resultados finales al cierre."),
     "settled_won": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
-                    "{guesses} intentos. ¡Ganas {payout} monedas! 🎉 Saldo: {balance} monedas."),
+                    "{guesses}. ¡Ganas {payout} monedas! 🎉 Saldo: {balance} monedas."),
+    "settled_back": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
+                     "{guesses}. Recuperas {payout} de las {spent} monedas que gastaste. Saldo: {balance} monedas."),
     "settled_lost": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
-                     "{guesses} intentos. Esta vez sin premio. Saldo: {balance} monedas."),
+                     "{guesses}. Esta vez sin premio. Saldo: {balance} monedas."),
+    "guesses_one": "{n} intento",
+    "guesses_many": "{n} intentos",
     "history_empty": "📜 Todavía no has jugado ninguna ronda.",
     "history_head": "📜 Tus últimas rondas:",
-    "history_row": "{tag}: {guesses} intentos, mejor {best}, {payout}",
+    "history_row": "{tag}: {guesses}, mejor {best}, {payout}",
     "history_paid": "ganaste {payout} monedas",
     "history_unpaid": "sin premio",
     "history_open": "aún abierta",
     "voided": ("↩️ Los operadores anularon la ronda {tag}: te hemos devuelto las {coins} monedas "
                "de sus intentos."),
+    "granted": "🎁 Los operadores te han dado {coins} monedas. Saldo: {balance} monedas.",
 }
 
 TEXTS: dict[str, dict[str, str]] = {"en": EN, "es": ES}

@@ -135,10 +135,12 @@ async def _main(valkey_url: str, pg_url: str, settings: object, plan: SeriesSett
                 await app.run(until_signal=True)
             finally:
                 await app.aclose()
-                d = app.delivery
+                d, n = app.delivery, app.scores
                 console.print(f"codemojex bot: stopped; {d.sent} messages sent, {d.retried_after} answered"
                               f" 429, {d.stale} leases too old to use, {d.held_locally} held by the local"
-                              " window")
+                              f" window; score notices: {n.written} written, {n.after_result} dropped (the"
+                              f" result went first), {n.unanswered} dropped (no guess answered yet),"
+                              f" {n.held_back} lines held back")
             return True
         async with StandIn() as api:
             demo = BotSettings(token=api.token, api_base=api.base, poll_timeout_s=1)

@@ -30,8 +30,9 @@ from datetime import UTC, datetime
 from codemojex.bot import replies
 from codemojex.bot.catalogue import language, text
 from codemojex.bot.inbound import Command, Inbound, Verb, decode_inbound, parse_command
+from codemojex.domain import parse_guess
 from codemojex.domain.emoji import default_set
-from codemojex.domain.errors import Reason
+from codemojex.domain.errors import DatabaseError, Reason
 from codemojex.service import (
     Admitted,
     Services,
@@ -43,10 +44,11 @@ from codemojex.service import (
     submit,
 )
 from codemojex.service.codec import BadPayload, Note, encode
+from codemojex.service.series import next_round
 from codemojex.wallet import Granted, UnknownPlayer, live
 from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
 
-__all__ = ["DAILY_COINS", "OPTIONS", "START_COINS", "CommandWorker", "reply_id"]
+__all__ = ["DAILY_COINS", "OPTIONS", "START_COINS", "CommandWorker", "guess_id", "reply_id"]
 
 log = logging.getLogger("codemojex.bot.commands")
 
@@ -60,6 +62,11 @@ Reply = tuple[str, str, str]  # (kind, text, round id)
 def reply_id(command_job: str, n: int) -> str:
     """The id of the ``n``-th reply to command job ``command_job`` (derived)."""
     return derive_id("JOB", f"reply:{n}", command_job)
+
+
+def guess_id(command_job: str) -> str:
+    """The id of the guess submitted by command job ``command_job`` (derived: charged once)."""
+    return derive_id("JOB", "guess", command_job)
 
 
 class CommandWorker:
@@ -89,9 +96,12 @@ class CommandWorker:
         await self._best_effort(inbound)
         out = await self.run(parse_command(inbound.text), inbound, lease.id)
         player = replies.player_id(inbound.user_id)
-        # The first reply quotes the message it answers (a button press has none).
-        items = [(reply_id(lease.id, n), encode(Note(kind, player, rid, text,
-                                                     reply_to=inbound.message_id if n == 0 else 0)), player)
+        # The first reply quotes the message it answers (a button press has none); an
+        # accepted guess's answer names the guess, so its delivery can record that the
+        # player was told (a score notice lists only guesses told accepted: bot/announce.py).
+        items = [(reply_id(lease.id, n),
+                  encode(Note(kind, player, rid, text, reply_to=inbound.message_id if n == 0 else 0,
+                              guess=guess_id(lease.id) if kind == replies.KIND_ACCEPTED else "")), player)
                  for n, (kind, text, rid) in enumerate(out)]
         for verdict in await self.services.notifications.admit_many(items, serial=True):
             if isinstance(verdict, Exception):
@@ -164,9 +174,19 @@ class CommandWorker:
         rnd = await current_round(self.services)
         emoji_set = None if rnd is None else default_set(rnd.emoji_set)
         if rnd is None or emoji_set is None:
-            return (replies.KIND_REPLY, text(lang, "no_round"), "")
+            return (replies.KIND_REPLY, await self._no_round(lang), "")
         said = replies.round_text(rnd.id, emoji_set, rnd.guess_price, rnd.closes_at, datetime.now(UTC), lang)
         return (replies.KIND_ROUND, said, rnd.id)
+
+    async def _no_round(self, lang: str) -> str:
+        """Why no round is open, and when the next one opens (the generic answer if
+        PostgreSQL cannot say just now: the answer matters more than its detail)."""
+        try:
+            nxt = await next_round(self.services)
+        except DatabaseError as exc:
+            log.info("no round open; its series not read (%r)", exc)
+            return text(lang, "no_round")
+        return replies.no_round_text(nxt.state, nxt.opens_at, datetime.now(UTC), lang)
 
     async def _guess(self, cmd: Command, pid: str, job_id: str, lang: str = "en") -> Reply:
         coins = await balance(self.services, pid)
@@ -175,7 +195,7 @@ class CommandWorker:
         rnd = await current_round(self.services)  # the cache tier first; handed on to submit
         emoji_set = None if rnd is None else default_set(rnd.emoji_set)
         if rnd is None or emoji_set is None:
-            return (replies.KIND_REPLY, text(lang, "no_round"), "")
+            return (replies.KIND_REPLY, await self._no_round(lang), "")
         if cmd.verb is Verb.QUICK:
             guess = " ".join(random.Random(job_id).sample(emoji_set.emojis, 6))  # same pick on a re-run
         elif not cmd.arg:
@@ -183,17 +203,19 @@ class CommandWorker:
             return (replies.KIND_REPLY, said, "")
         else:
             guess = cmd.arg
-        out = await submit(self.services, rnd.id, pid, guess, guess_id=derive_id("JOB", "guess", job_id),
+        out = await submit(self.services, rnd.id, pid, guess, guess_id=guess_id(job_id),
                            rnd=rnd, explain=True)
         if isinstance(out, Admitted):
-            said = replies.accepted(out.guess, rnd.guess_price, out.balance, lang)
-            return (replies.KIND_REPLY, said, rnd.id)
+            sent = parse_guess(guess, emoji_set)  # as typed: the charged guess may keep locked positions
+            said = replies.accepted(out.guess, rnd.guess_price, out.balance, lang,
+                                    sent=sent if isinstance(sent, tuple) else None)
+            return (replies.KIND_ACCEPTED, said, rnd.id)
         if out.reason is Reason.BAD_GUESS:
             return (replies.KIND_REPLY, replies.bad_guess(out.detail, emoji_set, lang), rnd.id)
         if out.reason is Reason.INSUFFICIENT:
             return (replies.KIND_REPLY, replies.insufficient(coins, rnd.guess_price, lang), rnd.id)
         if out.reason is Reason.NO_ROUND:
-            return (replies.KIND_REPLY, text(lang, "no_round"), "")
+            return (replies.KIND_REPLY, await self._no_round(lang), "")
         if out.reason is Reason.UNAVAILABLE:  # PostgreSQL out past the retry bound: nothing decided
             return (replies.KIND_REPLY, text(lang, "unavailable"), rnd.id)
         return (replies.KIND_REPLY, text(lang, "closed"), rnd.id)

@@ -17,6 +17,7 @@ from codemojex.domain.emoji import EmojiSet
 from codemojex.wallet.live import HistoryRow
 
 __all__ = [
+    "KIND_ACCEPTED",
     "KIND_REPLY",
     "KIND_ROUND",
     "KIND_SCORES",
@@ -29,6 +30,7 @@ __all__ = [
 
 KIND_REPLY = "bot"  # an answer to a command: the menu under it
 KIND_ROUND = "bot.round"  # an answer showing the round: a quick-pick button too
+KIND_ACCEPTED = "bot.accepted"  # the answer to a charged guess (its note carries the guess id)
 KIND_SCORES = "scores"  # a player's scores in a round, batched (one per player per round)
 KIND_SETTLED = "settled"  # a player's result at a round's settlement (one per player per round)
 
@@ -57,7 +59,7 @@ def keyboard_for(kind: str) -> Keyboard | None:
     """The inline keyboard shown under a note of ``kind``."""
     if kind == KIND_ROUND:
         return ROUND_MENU
-    if kind in (KIND_REPLY, "score", "payout", KIND_SCORES, KIND_SETTLED):
+    if kind in (KIND_REPLY, KIND_ACCEPTED, "score", "payout", KIND_SCORES, KIND_SETTLED):
         return MENU
     return None
 
@@ -78,6 +80,19 @@ def round_text(round_id: str, emoji_set: EmojiSet, price: int, closes_at: dateti
                 emojis=" ".join(emoji_set.emojis), price=price, example=" ".join(emoji_set.emojis[:6]))
 
 
+def no_round_text(state: str, opens_at: datetime | None, now: datetime, lang: str = "en") -> str:
+    """Why no round is open, from the series' ``state`` (:class:`~codemojex.service.series.
+    NextRound`): when the next opens, or that the operators paused the game, or that the
+    season is over; "soon" when not known (no series, or its next round overdue)."""
+    if state == "paused":
+        return text(lang, "no_round_paused")
+    if state == "over":
+        return text(lang, "no_round_over")
+    if state == "running" and opens_at is not None and opens_at > now:
+        return text(lang, "no_round_in", left=_left(opens_at, now))
+    return text(lang, "no_round")
+
+
 def welcome(name: str, balance: int, granted: int | None, lang: str = "en") -> str:
     who = name or "player"
     hello = (text(lang, "welcome_new", name=who, granted=granted, balance=balance) if granted
@@ -85,8 +100,14 @@ def welcome(name: str, balance: int, granted: int | None, lang: str = "en") -> s
     return hello + "\n" + text(lang, "rules")
 
 
-def accepted(guess: Sequence[str], price: int, balance: int, lang: str = "en") -> str:
-    return text(lang, "accepted", guess=" ".join(guess), price=price, balance=balance)
+def accepted(guess: Sequence[str], price: int, balance: int, lang: str = "en", *,
+             sent: Sequence[str] | None = None) -> str:
+    """The answer to a charged guess. ``sent``: the guess as the player sent it; positions
+    where the charged ``guess`` differs were kept from the player's exact finds (locks), and
+    the answer says so, rather than showing a guess the player did not type unexplained."""
+    said = text(lang, "accepted", guess=" ".join(guess), price=price, balance=balance)
+    kept = [f"#{i + 1} {e}" for i, (s, e) in enumerate(zip(sent or guess, guess, strict=False)) if s != e]
+    return said + ("\n" + text(lang, "kept", kept=", ".join(kept)) if kept else "")
 
 
 def bad_guess(detail: str, emoji_set: EmojiSet | None, lang: str = "en") -> str:
@@ -133,12 +154,18 @@ def scores_text(round_id: str, lines: Sequence[tuple[str, int]], lang: str = "en
     return text(lang, "scores", tag=tag(round_id), lines=body, best=max(s for _, s in lines))
 
 
+def guess_count(n: int, lang: str = "en") -> str:
+    """``1 guess``, ``3 guesses`` (in ``lang``)."""
+    return text(lang, "guesses_one" if n == 1 else "guesses_many", n=n)
+
+
 def settled_text(round_id: str, secret: Sequence[str], best: int | None, guesses: int, payout: int,
-                 balance: int, lang: str = "en") -> str:
-    """The one message at settlement: the secret, the best score, the payout or none."""
-    key = "settled_won" if payout else "settled_lost"
-    return text(lang, key, tag=tag(round_id), secret=" ".join(secret), best=best or 0, guesses=guesses,
-                payout=payout, balance=balance)
+                 balance: int, lang: str = "en", *, spent: int = 0) -> str:
+    """The one message at settlement: the secret, the best score, the payout or none. A
+    payout no more than what the player's guesses cost (``spent``) is not called a win."""
+    key = "settled_lost" if not payout else "settled_back" if payout <= spent else "settled_won"
+    return text(lang, key, tag=tag(round_id), secret=" ".join(secret), best=best or 0,
+                guesses=guess_count(guesses, lang), payout=payout, balance=balance, spent=spent)
 
 
 def history_text(rows: Sequence[HistoryRow], lang: str = "en") -> str:
@@ -153,7 +180,7 @@ def history_text(rows: Sequence[HistoryRow], lang: str = "en") -> str:
         else:
             result = text(lang, "history_unpaid")
         secret = f" ({' '.join(r.secret)})" if r.secret else ""
-        lines.append(text(lang, "history_row", tag=tag(r.round_id), guesses=r.guesses,
+        lines.append(text(lang, "history_row", tag=tag(r.round_id), guesses=guess_count(r.guesses, lang),
                           best=r.best if r.best is not None else "…", payout=result) + secret)
     return "\n".join(lines)
 

@@ -99,10 +99,11 @@ class BotApp:
         self.delivery = TelegramDelivery(self.bot, self.state, stale_ms=b.stale_ms,
                                          local=LocalWindow(b.overall, b.per_chat,
                                                            (b.window_ms + b.margin_ms) / 1000),
-                                         render={replies.KIND_SCORES: self.scores.render})
+                                         render={replies.KIND_SCORES: self.scores.render},
+                                         after={replies.KIND_ACCEPTED: self.scores.on_accepted})
         self.series = series
         self.game = App(services, delivery=self.delivery, on_score=self.scores.on_score)
-        self.admin = Admin(services, settings.admins)
+        self.admin = Admin(services, settings.admins, language_of=self.state.language_of)
         d = self.delivery
         self.metrics = GameMetrics(services.pool, Sources(
             sent=lambda: d.sent,

@@ -201,7 +201,8 @@ class TelegramDelivery:
 
     def __init__(self, bot: Bot, state: BotState, *, stale_ms: int | None = None,
                  lease_ms: int = notify.OPTIONS.lease_ms, local: LocalWindow | None = None,
-                 render: Mapping[str, Callable[[Note], Awaitable[str | None]]] | None = None) -> None:
+                 render: Mapping[str, Callable[[Note], Awaitable[str | None]]] | None = None,
+                 after: Mapping[str, Callable[[Note], Awaitable[object]]] | None = None) -> None:
         self.bot = bot
         self.retried_after = 0  # 429 answers seen
         self.state = state
@@ -214,6 +215,7 @@ class TelegramDelivery:
         self.clock = ServerClock(state.connector)
         self.local = local
         self.render = dict(render or {})  # kind -> writes the note's text at send time (None: skip)
+        self.after = dict(after or {})  # kind -> told once Telegram took the note (best effort)
         self.held_locally = 0  # leases the local window refused (the gate's state was lost)
         self._failures: dict[str, int] = {}
 
@@ -259,6 +261,7 @@ class TelegramDelivery:
         if await self.state.was_sent(note_id):
             self.not_repeated += 1
             log.info("note %s to chat %s: sent before (its record exists); not sent again", note_id, chat)
+            await self._after(note_id, note)  # the notifier may have died before it ran
             return Delivered()  # the notifier died after the record, before the ack
         # The last checks come last: nothing but the request itself between them and Telegram.
         if await self._stale():
@@ -290,4 +293,17 @@ class TelegramDelivery:
             await self.state.record_sent(note_id)
         except Exception as exc:  # the ack (same Valkey) records it too; a re-run would repeat it
             log.warning("note %s sent, its send record not written (%r)", note_id, exc)
+        await self._after(note_id, note)
         return Delivered()
+
+    async def _after(self, note_id: str, note: Note) -> None:
+        """Run the ``after`` hook of the note's kind: the message is out, so a failure here
+        is logged and never sends it again (what the hook records is then missing: e.g. an
+        accepted guess left out of its score notice, which the result still covers)."""
+        hook = self.after.get(note.kind)
+        if hook is None:
+            return
+        try:
+            await hook(note)
+        except Exception as exc:
+            log.warning("note %s sent, its %s hook failed (%r)", note_id, note.kind, exc)

@@ -32,6 +32,7 @@ from codemojex.wallet import amount, get_round
 from codemojex.wallet.series import (
     SeriesRow,
     create_series,
+    latest_series,
     live_series,
     set_series_settings,
     set_series_state,
@@ -40,10 +41,12 @@ from echomq import Verdict, ids
 
 __all__ = [
     "MAIN",
+    "NextRound",
     "SeriesSettings",
     "SeriesStatus",
     "ensure_rounds",
     "kick",
+    "next_round",
     "pause_series",
     "resume_series",
     "series_status",
@@ -176,6 +179,32 @@ async def series_status(services: Services, name: str = MAIN) -> SeriesStatus | 
     """The live series ``name`` (running or paused), or None."""
     row = await live_series(services.pool, name)
     return None if row is None else SeriesStatus.of(row)
+
+
+@dataclass(frozen=True, slots=True)
+class NextRound:
+    """What comes after the rounds so far, for a player who finds none open: ``running``
+    (the next round opens at ``opens_at``; None: not known yet), ``paused`` (by the
+    operators), ``over`` (the series opened its last round) or ``none`` (no series)."""
+
+    state: str
+    opens_at: datetime | None = None
+
+
+async def next_round(services: Services, name: str = MAIN) -> NextRound:
+    """When series ``name`` opens its next round (asked when no round is open)."""
+    row = await latest_series(services.pool, name)
+    if row is None:
+        return NextRound("none")
+    if row.state == "finished" or (row.rounds is not None and row.next_index >= row.rounds):
+        return NextRound("over")
+    if row.state != "running":
+        return NextRound("paused")
+    if row.next_index == 0:
+        return NextRound("running")
+    before = await get_round(services.pool, round_id(row.id, row.next_index - 1))
+    gap = timedelta(milliseconds=row.gap_ms)
+    return NextRound("running", None if before is None else before.closes_at + gap)
 
 
 async def pause_series(services: Services, name: str = MAIN) -> SeriesStatus | None:

@@ -47,6 +47,7 @@ class PlayerResult:
     best: int | None  # None while a guess is unscored
     payout: int
     balance: int = 0  # the player's balance when read
+    spent: int = 0  # coins the player's guesses in the round cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +95,15 @@ async def round_results(pool: AsyncConnectionPool,
         if row is None:
             return (), []
         cur = await conn.execute(
-            "SELECT g.player_id, p.name, count(*), max(g.score), coalesce(max(y.amount), 0), p.balance"
-            " FROM guesses g JOIN players p ON p.id = g.player_id"
+            "SELECT g.player_id, p.name, count(*), max(g.score), coalesce(max(y.amount), 0), p.balance,"
+            " count(*) * r.guess_price"
+            " FROM guesses g JOIN players p ON p.id = g.player_id JOIN rounds r ON r.id = g.round_id"
             " LEFT JOIN payouts y ON y.round_id = g.round_id AND y.player_id = g.player_id"
-            " WHERE g.round_id = %s GROUP BY g.player_id, p.name, p.balance"
+            " WHERE g.round_id = %s GROUP BY g.player_id, p.name, p.balance, r.guess_price"
             " ORDER BY max(g.score) DESC NULLS LAST, g.player_id", (round_id,))
-        results = [PlayerResult(str(p), str(n), int(c), None if b is None else int(b), int(a), int(bal))
-                   for p, n, c, b, a, bal in await cur.fetchall()]
+        results = [PlayerResult(str(p), str(n), int(c), None if b is None else int(b), int(a), int(bal),
+                                int(spent))
+                   for p, n, c, b, a, bal, spent in await cur.fetchall()]
     return tuple(row[0]), results
 
 

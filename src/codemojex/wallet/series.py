@@ -142,6 +142,16 @@ async def live_series(pool: AsyncConnectionPool, name: str) -> SeriesRow | None:
 
 
 @retried
+async def latest_series(pool: AsyncConnectionPool, name: str) -> SeriesRow | None:
+    """The live series named ``name``, else the last one finished, else None."""
+    async with transaction(pool) as conn:
+        cur = await conn.execute(f"SELECT {SERIES_COLUMNS} FROM series WHERE name = %s"
+                                 " ORDER BY (state <> 'finished') DESC, id DESC LIMIT 1", (name,))
+        row = await cur.fetchone()
+    return None if row is None else _series(row)
+
+
+@retried
 async def running_series(pool: AsyncConnectionPool, *, after: str = "", limit: int = 100) -> list[SeriesRow]:
     """Running series with an id above ``after``, by id (a cursor: pass the last id seen)."""
     async with transaction(pool) as conn:
