@@ -35,11 +35,11 @@ for _, k in ipairs(KEYS) do
   __declared[k] = true
   __prefix = __prefix or string.match(k, '^(emq:{[^}]*}:)finished$')
 end
-local __settle = {waiting = true, pending = true, delayed = true, dead = true, wake = true}
+local __settle = {waiting = true, pending = true, delayed = true, dead = true, flows = true, wake = true}
 local function __derived(key)
   -- the one exception, the same-slot settle of include/flows.lua (docs/protocol.md,
   -- "Same-slot settle"): a script that includes flows and declares emq:{q}:finished may
-  -- touch emq:{q}: + waiting, pending, delayed, dead, the channel wake, and the row of a
+  -- touch emq:{q}: + waiting, pending, delayed, dead, flows, the channel wake, and the row of a
   -- job that a row it may touch names as its parent in q ('<id>:<q>')
   if not __FLOWS or not __prefix or string.sub(key, 1, #__prefix) ~= __prefix then return false end
   local rest = string.sub(key, #__prefix + 1)

@@ -67,6 +67,7 @@ async def test_a_parent_waits_for_children_on_two_slots_and_is_released_once(que
     assert [x.id for x in await queue.claim(10, lease_ms=60_000)] == [pid]
     row = await queue.job(pid)
     assert row is not None and row["released"] == b"1"
+    assert await queue.connector.command("HGET", queue.k.flows, "released") == b"1"  # the server's count
 
 
 async def test_release_after_the_last_child_reads_the_children_results(queue: AsyncQueue) -> None:
@@ -130,6 +131,8 @@ async def test_a_failed_child_fails_the_parent_by_default(conn: Any, qname: str)
     await other.complete(leases[1], b"late")
     assert (await other.flows.relay(other.name)).relayed == 1  # spent: the parent is dead
     assert await _state(q, pid) == "dead"
+    counts = await conn.command("HMGET", q.k.flows, "released", "failed")
+    assert counts == [None, b"1"]  # the server's counts: one failed by policy, none released
 
 
 async def test_continue_and_ignore_release_the_parent_with_the_failures_recorded_or_not(

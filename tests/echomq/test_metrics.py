@@ -71,6 +71,9 @@ async def test_flows_waiting_and_released_are_counted(conn: Any, qname: str) -> 
     for pid in pids:
         children = [(kids.name, generate("JOB"), b"") for _ in range(4)]
         assert await q.admit_flow(parent=(pid, b""), children=children)
+    for _ in range(2):  # children in the parent's queue: released by the child's own script
+        same = [(q.name, generate("JOB"), b"") for _ in range(2)]
+        assert await q.admit_flow(parent=(generate("JOB"), b""), children=same)
     settings = WorkerSettings(handlers={q.name: worker_targets.ok, kids.name: worker_targets.ok},
                               beat_ms=20, lease_ms=5000, metrics_port=0)
     early = QueueMetrics()  # what any process reads from the server, before any child ran
@@ -81,7 +84,7 @@ async def test_flows_waiting_and_released_are_counted(conn: Any, qname: str) -> 
     try:
         async def released() -> bool:
             mine = worker.consumers.get(kids.name)
-            return (await q.stats()).done == 3 and mine is not None and mine.stats.flows_released == 3
+            return (await q.stats()).done == 3 + 2 + 4 and mine is not None and mine.stats.flows_released == 3
         await wait_for(released, within=20)
         worker.metrics.sync_counters()
         await worker.metrics.refresh(conn, [q.name, kids.name])
@@ -89,9 +92,13 @@ async def test_flows_waiting_and_released_are_counted(conn: Any, qname: str) -> 
     finally:
         worker.stop()
         await asyncio.wait_for(task, 20)
-    assert f'echomq_flows_waiting{{queue="{q.name}"}} 3.0' in before
+    assert f'echomq_flows_waiting{{queue="{q.name}"}} 5.0' in before
+    assert f'echomq_flow_parents_released{{queue="{q.name}"}} 0.0' in before
     assert f'echomq_flow_children_held{{queue="{kids.name}"}} 0.0' in before  # started at admission
     assert f'echomq_flows_waiting{{queue="{q.name}"}} 0.0' in text
-    assert f'echomq_flows_released_total{{queue="{kids.name}"}} 3.0' in text
+    assert f'echomq_flows_released_total{{queue="{kids.name}"}} 3.0' in text  # the relay's 3
+    # the server's count: the relay's 3 and the 2 released by their same-queue child's script
+    assert f'echomq_flow_parents_released{{queue="{q.name}"}} 5.0' in text
+    assert f'echomq_flow_parents_failed{{queue="{q.name}"}} 0.0' in text
     assert f'echomq_flow_notices{{queue="{kids.name}"}} 0.0' in text
     assert f'echomq_flows_failed_total{{queue="{kids.name}"}}' not in text  # none failed

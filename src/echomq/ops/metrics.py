@@ -15,6 +15,8 @@ name                                       type       what
 ``echomq_flows_waiting``                   gauge      flow parents waiting for children (server)
 ``echomq_flow_children_held``              gauge      flow children held, not yet started (server)
 ``echomq_flow_notices``                    gauge      children's ends not yet relayed (server)
+``echomq_flow_parents_released``           gauge      parents of the queue released, ever (server)
+``echomq_flow_parents_failed``             gauge      parents of the queue failed by policy (server)
 ``echomq_flows_released_total``            counter    parents released by this process's relay
 ``echomq_flows_failed_total``              counter    parents failed by policy by its relay
 ``echomq_jobs_admitted_total``             counter    admissions ENQUEUED by this process
@@ -105,6 +107,13 @@ class QueueMetrics:
         }
         self.flows_waiting = Gauge("echomq_flows_waiting", "Flow parents waiting for their children",
                                    ["queue"], registry=r)
+        self.parents_released = Gauge("echomq_flow_parents_released",
+                                      "Flow parents of this queue released, ever, by a relay or by "
+                                      "their same-queue child's own script (the server's count)",
+                                      ["queue"], registry=r)
+        self.parents_failed = Gauge("echomq_flow_parents_failed",
+                                    "Flow parents of this queue failed by their 'fail' policy, ever "
+                                    "(the server's count)", ["queue"], registry=r)
         self.flow_held = Gauge("echomq_flow_children_held",
                                "Flow children held (admitted, their flow not started yet)", ["queue"],
                                registry=r)
@@ -139,6 +148,9 @@ class QueueMetrics:
             self.flows_waiting.labels(queue=name).set(int(await connector.command("ZCARD", k.waiting)))
             self.flow_held.labels(queue=name).set(int(await connector.command("ZCARD", k.held)))
             self.flow_notices.labels(queue=name).set(int(await connector.command("HLEN", k.finished)))
+            released, failed = await connector.command("HMGET", k.flows, "released", "failed")
+            self.parents_released.labels(queue=name).set(int(released or 0))
+            self.parents_failed.labels(queue=name).set(int(failed or 0))
 
     def exposition(self) -> bytes:
         """The registry in the text format (for an HTTP handler of one's own)."""

@@ -95,7 +95,7 @@ def slot(key: str | bytes) -> int:
 
 
 _TYPES = (*STATES, "lanes", "meta", "inflight", "wake", "maint", "parked", "rate", "lane_rate",
-          "lane_seen", "finished", "waiting", "held", "reserved", "expiring")
+          "lane_seen", "finished", "waiting", "held", "reserved", "expiring", "flows")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +124,7 @@ class QueueKeys:
     held: str  # flow children admitted before their parent, not claimable yet (decision 0038)
     reserved: str  # a sharded queue's ids reserved here for another shard (decision 0040)
     expiring: str  # the deadlines of waiting jobs admitted with expires_ms (decision 0045)
+    flows: str  # the server's counts of this queue's flow parents released and failed (decision 0041)
     job_prefix: str
 
     @classmethod

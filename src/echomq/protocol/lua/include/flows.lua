@@ -11,8 +11,8 @@
 -- * The parent's queue is q (the same hash tag, so the same slot): the parent is settled
 --   here, in the script that ended the child: no notice, nothing for the relay. Its keys are
 --   derived from finished by one rule (docs/protocol.md, "Same-slot settle"): the prefix
---   emq:{q}: followed by job:<parent id>, waiting, pending, delayed, dead, or the channel
---   wake. The child's field records the outcome once (a repeat changes nothing); a failed
+--   emq:{q}: followed by job:<parent id>, waiting, pending, delayed, dead, flows (the
+--   queue's counts of parents released and failed), or the channel wake. The child's field records the outcome once (a repeat changes nothing); a failed
 --   child fails the parent under policy 'fail' (-> dead, and its own parent is told, here
 --   again when in q); the last child releases it waiting -> pending once (the row counts
 --   'released'), or -> delayed when the step has options to apply: due after its 'delay',
@@ -44,6 +44,7 @@ local function flow_told(finished, id, parent, outcome, from)
       redis.call('HSET', job, 'state', 'dead', 'error', 'child ' .. child .. ' ' .. outcome)
       redis.call('ZADD', p .. 'dead', now, pid)
       redis.call('ZREM', p .. 'waiting', pid)
+      redis.call('HINCRBY', p .. 'flows', 'failed', 1) -- the server's counts (metrics)
       redis.call('SPUBLISH', finished, pid)
       if not row[4] then return verdict or 3 end
       id, parent, outcome, from, verdict = pid, row[4], 'dead', nil, verdict or 3 -- its own parent
@@ -52,6 +53,7 @@ local function flow_told(finished, id, parent, outcome, from)
       if settled < tonumber(row[2]) then return verdict or 1 end -- threshold: children still running
       redis.call('ZREM', p .. 'waiting', pid)
       redis.call('HINCRBY', job, 'released', 1) -- the server's own count of releases: 1, ever
+      redis.call('HINCRBY', p .. 'flows', 'released', 1) -- the queue's, read by the metrics
       if row[5] or row[6] or row[7] then -- a step's options: promote files it (lane, priority)
         redis.call('HSET', job, 'state', 'delayed')
         redis.call('ZADD', p .. 'delayed', now + tonumber(row[5] or '0'), pid)
