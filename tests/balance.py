@@ -9,7 +9,9 @@ from a profile: ``ECHOMQ_TEST_CPU=DIR``, then ``python scripts/suite_cpu.py DIR`
 longest first, to the share with the least work, and each share starts with its long
 tests; every other test keeps its place (a module's tests stay together, so module-wide
 fixtures start once per worker; a long test using one keeps its place too). A test
-missing from the list only loses its head start.
+missing from the list only loses its head start. An entry is a test function's name, or a
+name with its parameters where the variants differ (the model test's single-server run
+takes a third of its cluster run's time).
 """
 
 from __future__ import annotations
@@ -18,33 +20,42 @@ import os
 
 import pytest
 
-# test function -> seconds on a loaded machine (the full run, 2026-12-03)
+# test function -> seconds of wall time on a loaded machine (the full run of 2026-12-03 at
+# 22:35, load average about 9; tests/cpu_use.py has their CPU, scripts/suite_cpu.py ranks them)
 LONG: dict[str, float] = {
-    "test_wheel_installed_in_a_fresh_venv_runs_a_job": 390,
-    "test_protocol_matches_its_model": 300,
-    "test_a_season_through_the_front_door_survives_kills_and_restarts": 240,
-    "test_every_parent_released_exactly_once_under_kill_9": 170,
-    "test_the_readme_runs_the_bot_with_polling_then_with_a_webhook": 144,
-    "test_sharded_queue_matches_its_model_on_the_cluster": 140,
-    "test_chaos_60s_loses_nothing_and_keeps_the_books": 129,
-    "test_ctrl_c_during_codemojex_play_20_times": 110,
-    "test_the_game_on_the_cluster_rides_out_a_primary_killed_under_it": 80,
-    "test_money_holds_and_every_round_settles_under_postgresql_faults": 71,
-    "test_settlements_and_charges_concurrently_never_deadlock": 67,
-    "test_kill_9_mid_round_on_the_cluster_then_resume_settles_every_round": 62,
-    "test_a_killed_chaos_run_leaves_no_process_behind": 62,
-    "test_partitions_of_the_queue_primary": 60,
-    "test_the_schedule_command": 49,
-    "test_flows_match_their_model": 49,
-    "test_echomq_search_pages_with_a_cursor_and_filters": 47,
-    "test_100k_expired_leases_are_reaped_in_bounded_calls": 43,
-    "test_kill_9_at_a_milestone_then_the_same_command_finishes": 43,
-    "test_primary_kill_9_failover_and_restart_under_load": 43,
-    "test_three_reapers_and_four_consumers_requeue_each_expired_lease_once": 38,
-    "test_reshard_moves_every_job_and_stale_clients_follow": 38,
-    "test_postgres_outage_kills_jobs_and_every_round_still_settles": 38,
-    "test_kill_9_mid_round_then_resume_settles_every_round": 32,
-    "test_a_notifier_killed_after_the_send_does_not_send_again": 31,
+    "test_sharded_queue_matches_its_model_on_the_cluster": 215,
+    "test_protocol_matches_its_model": 210,  # [cluster]; a parametrised name first:
+    "test_protocol_matches_its_model[single]": 76,
+    "test_a_season_through_the_front_door_survives_kills_and_restarts": 170,
+    "test_wheel_installed_in_a_fresh_venv_runs_a_job": 165,
+    "test_the_front_door_on_a_cluster_survives_a_kill": 147,
+    "test_the_readme_runs_the_bot_with_polling_then_with_a_webhook": 106,
+    "test_chaos_60s_loses_nothing_and_keeps_the_books": 87,
+    "test_the_schedule_command": 80,
+    "test_flows_match_their_model": 72,
+    "test_flows_match_their_model[single]": 23,
+    "test_money_holds_and_every_round_settles_under_postgresql_faults": 58,
+    "test_settlements_and_charges_concurrently_never_deadlock": 51,
+    "test_play_rides_out_postgres_faults_at_every_round_close": 48,
+    "test_ctrl_c_during_codemojex_play_20_times": 47,
+    "test_every_parent_released_exactly_once_under_kill_9": 39,
+    "test_kill_9_at_a_milestone_then_the_same_command_finishes": 39,
+    "test_a_notifier_killed_before_the_request_leaves_loses_nothing": 39,
+    "test_rounds_settle_through_restarts_and_terminated_backends": 37,
+    "test_play_as_the_readme_runs_it": 37,
+    "test_partitions_of_the_queue_primary": 37,
+    "test_kill_9_mid_round_then_resume_settles_every_round": 36,
+    "test_a_flooding_lane_cannot_starve_the_others": 35,
+    "test_the_game_on_the_cluster_rides_out_a_primary_killed_under_it": 34,
+    "test_a_killed_chaos_run_leaves_no_process_behind": 33,
+    "test_a_primary_killed_while_children_complete_on_it": 31,
+    "test_a_notifier_killed_mid_send_sends_it_again": 31,
+    "test_a_notifier_killed_after_the_send_does_not_send_again": 30,
+    "test_kill_9_mid_round_on_the_cluster_then_resume_settles_every_round": 30,
+    "test_postgres_outage_kills_jobs_and_every_round_still_settles": 29,
+    "test_the_game_on_a_cluster_loses_nothing_when_a_primary_is_killed": 28,
+    "test_100k_expired_leases_are_reaped_in_bounded_calls": 27,
+    "test_primary_kill_9_failover_and_restart_under_load": 27,
 }
 
 
@@ -56,7 +67,7 @@ def _weight(item: pytest.Item) -> float:
     if info is not None and any(d.scope != "function" and d.scope != "session"
                                 for defs in info.name2fixturedefs.values() for d in defs):
         return 0.0
-    return LONG.get(getattr(item, "originalname", item.name), 0.0)
+    return LONG.get(item.name) or LONG.get(getattr(item, "originalname", item.name), 0.0)
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected
