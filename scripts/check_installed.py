@@ -218,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         links = [a for w in wheels for a in ("--find-links", w.parent)]
         # The smoke test runs an embedded server: echomq with its "server" extra.
         wanted = [f"{w}[server]" if w.name.startswith("echomq-") else str(w) for w in wheels]
-        run(sys.executable, "-m", "pip", "--python", py, "install", "--quiet",
+        # --no-compile: pip would byte-compile every installed module (aiogram's and
+        # pydantic's thousand files: CPU the smoke test does not need; a compile error is
+        # only a warning of pip's anyway); the smoke run compiles what it imports.
+        run(sys.executable, "-m", "pip", "--python", py, "install", "--quiet", "--no-compile",
             "--disable-pip-version-check", *links, *wanted, cwd=smoke_dir)
         (smoke_dir / "smoke.py").write_text(SMOKE)
         # -I: no PYTHONPATH, no user site, no script or current directory on sys.path.
