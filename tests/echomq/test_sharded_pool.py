@@ -100,7 +100,11 @@ async def test_a_deep_shard_does_not_starve_a_shallow_one(conn: Any, qname: str)
         if lease.lane == cold:
             cold_after.append(done_hot)
             return
-        await asyncio.sleep(0.002)
+        # 20 ms a hot job: the deep shard lasts ~1 s with C slots, so the property (the cold
+        # job runs before the deep shard is drained) does not hinge on how soon a loaded
+        # machine schedules the consumer's wake-up (2 ms gave a ~0.1 s window: it failed at
+        # load 7 with a correct consumer)
+        await asyncio.sleep(0.02)
         done_hot += 1
 
     await q.admit_many([(generate("JOB"), b"", hot) for _ in range(300)])
