@@ -253,7 +253,11 @@ async def test_two_schedulers_in_one_loop_admit_each_tick_once(conn: AsyncConnec
     assert total >= 20
     jobs = sorted(k.split(":job:")[1] for k in keys_of(raw, qname) if ":job:" in k)
     ticks = [tick_of(j) for j in jobs]
-    assert len(jobs) == total and ticks == list(range(ticks[0], ticks[-1] + 1, 50))
+    # each tick once: contiguous ticks, each its derived id. The schedulers' own count may be
+    # short of the server's, never over it: the cluster connector resends a script whose reply
+    # was lost (a moved slot, a dropped connection) and the resend answers DUPLICATE for the
+    # job the first send admitted (seen once: 150 jobs, 149 counted)
+    assert total <= len(jobs) and ticks == list(range(ticks[0], ticks[-1] + 1, 50))
     assert jobs == [s.job_id(t) for t in ticks]
 
 
