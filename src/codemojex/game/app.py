@@ -8,9 +8,10 @@ for children started before it, so nothing is produced before its consumer runs)
 2. ``notify``  drains ``cm.notify`` (beat 50 ms, lease 15 s)
 3. ``score``   drains ``cm`` (beat 100 ms, lease 10 s); produces notifications
 4. ``settle``  drains ``cm-settle`` (beat 100 ms, lease 10 s); opens and settles rounds
-5. ``relay``   echomq's outbox relay on the game's outbox (``cm_outbox``): admits each
-   charged guess's job, committed with its charge, onto ``cm`` once (woken by the
-   commit's notification; decision 0034)
+5. ``relay``   echomq's outbox relay on the game's outbox (``cm_outbox``): admits the
+   job of a charged guess whose row is over ``RELAY_MIN_AGE_MS`` old (its charge's own
+   admission did not happen: a process died in between), once (decision 0034); the
+   charges admit their jobs themselves and the scorer deletes the rows of scored guesses
 6. ``reconcile`` requeues dead game jobs once PostgreSQL answers, re-admits charged
    guesses whose job was lost after its admission, and drives every round past its
    closing time to settled (:mod:`codemojex.service.reconcile`)
@@ -37,7 +38,9 @@ from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
 from echomq import ChildSpec, ConsumerChild, ConsumerOptions, Supervisor, outbox
 
-__all__ = ["App"]
+__all__ = ["RELAY_MIN_AGE_MS", "App"]
+
+RELAY_MIN_AGE_MS = 5_000  # far above a commit-to-admission gap; a crash's guesses wait this long
 
 
 class App:
@@ -55,12 +58,17 @@ class App:
         self.scorer = ScoreWorker(services, on_score=on_score)
         self.settler = SettleWorker(services)
         self.notifier = NotifyWorker(self.delivery, pool=services.pool)
-        self.relay = outbox.OutboxRelay(conninfo_of(services.pool), services.connector, table=OUTBOX.name)
+        # The charges admit their jobs at once (codemojex.service.charges) and the scorer deletes
+        # a scored guess's row: the relay only takes rows RELAY_MIN_AGE_MS old, the ones a
+        # process that died between a commit and its admission left, never every row twice.
+        self.relay = outbox.OutboxRelay(conninfo_of(services.pool), services.connector, table=OUTBOX.name,
+                                        min_age_ms=RELAY_MIN_AGE_MS)
         self._relay_stop = asyncio.Event()
         # Scores told in batches (``on_score``) have no note per guess for it to look for.
         self.reconciler = reconciler or Reconciler(services, renotify=on_score is None)
         # ``options`` overrides a consumer's options by child name (tests shorten backoffs).
-        opts = {"notify": notify.OPTIONS, "score": score.OPTIONS, "settle": settle.OPTIONS}
+        opts = {"notify": notify.OPTIONS if delivery else notify.LOCAL_OPTIONS, "score": score.OPTIONS,
+                "settle": settle.OPTIONS}
         opts |= options or {}
         self.consumers = {
             "notify": ConsumerChild(services.notifications, self.notifier.handle, opts["notify"]),

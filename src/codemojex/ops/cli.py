@@ -12,7 +12,7 @@ import contextlib
 import logging
 import sys
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -136,6 +136,81 @@ def play(players: int, guesses: int, rounds: int, round_seconds: float, price: i
                    f"codemojex play --data {data_dir} finishes it", err=True)
         sys.exit(130)
     sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.option("--players", default=300, show_default=True, type=click.IntRange(1, 100_000),
+              help="simulated players, each guessing as fast as it is answered")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1, 100))
+@click.option("--round-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="how long each round is open")
+@click.option("--in-flight", default=256, show_default=True, type=click.IntRange(1, 10_000),
+              help="submissions at once over all players")
+@click.option("--idle-seconds", default=5.0, show_default=True, type=click.FloatRange(0, 600),
+              help="the quiet interval (no player) whose cost per second is taken off")
+@click.option("--score-shards", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="spread the scoring queue cm over N shards")
+@click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")
+def bench(players: int, rounds: int, round_seconds: float, in_flight: int, idle_seconds: float,
+          score_shards: int, as_json: bool) -> None:
+    """Unpaced players end to end (charged, scored, told, settled) and the cost per guess.
+
+    Runs on embedded servers in a temporary folder (or ECHOMQ_URL and
+    CODEMOJEX_DATABASE_URL); exits 1 if the game's audit is not clean.
+    """
+    import asyncio
+    import io
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from codemojex.domain.errors import ConfigurationError, DatabaseError
+    from codemojex.infra.datadir import DataDir
+    from codemojex.infra.servers import started_servers
+    from codemojex.ops.bench import BenchOptions, render
+    from echomq import EchoMQError
+
+    try:
+        opts = BenchOptions(players=players, rounds=rounds, round_s=round_seconds, in_flight=in_flight,
+                            idle_s=idle_seconds)
+        with tempfile.TemporaryDirectory(prefix="codemojex-bench-") as tmp, \
+                started_servers(Console(file=io.StringIO()), DataDir(Path(tmp) / "data")) as (url, pg_url):
+            report = asyncio.run(_bench(url, pg_url, opts, score_shards))
+    except (ConfigurationError, DatabaseError, EchoMQError, OSError, TimeoutError) as exc:
+        click.echo(f"codemojex bench: error: {exc}", err=True)
+        sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(report.as_dict()))
+    else:
+        for line in render(report):
+            click.echo(line)
+    sys.exit(0 if report.audit_ok else 1)
+
+
+async def _bench(valkey_url: str, pg_url: str, opts: object, score_shards: int) -> Any:
+    from codemojex.infra.pg import open_pool
+    from codemojex.ops.bench import BenchOptions
+    from codemojex.ops.bench import bench as run
+    from codemojex.wallet import migrate, reads, retry
+    from codemojex.wallet.migrate import GAME_ROLE
+    from echomq import connect_async
+
+    assert isinstance(opts, BenchOptions)
+    owner = await open_pool(pg_url, min_size=1, max_size=1, name="codemojex-migrate")
+    try:
+        await retry(lambda: migrate(owner), what="migrate", pool=owner)
+    finally:
+        await owner.close()
+    pool = await open_pool(pg_url, min_size=4, max_size=24, role=GAME_ROLE)
+    connector = connect_async(valkey_url)
+    try:
+        with reads.retrying():
+            return await run(pool, connector, opts, score_shards=score_shards)
+    finally:
+        await connector.aclose()
+        await pool.close()
 
 
 @main.command()

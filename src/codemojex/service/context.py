@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from psycopg_pool import AsyncConnectionPool
 
+from codemojex.service.charges import Charges
 from echomq import AsyncClusterConnector, AsyncConnector, AsyncQueue, AsyncShardedQueue
 
 if TYPE_CHECKING:
@@ -52,3 +53,4 @@ class Services:
         self.settlements = AsyncQueue(connector, SETTLE_QUEUE + suffix)
         self.notifications = AsyncQueue(connector, NOTIFY_QUEUE + suffix)
         self.commands = AsyncQueue(connector, COMMANDS_QUEUE + suffix)  # the bot's, when it runs
+        self.charges = Charges(pool, self.scores)  # submissions charged in groups

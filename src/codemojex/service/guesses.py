@@ -11,19 +11,20 @@ Guarantees:
   (decision 0009): nothing was decided, and a retry with the same key is safe.
 * A rejection mints nothing and charges nothing: no guess row, no ledger row,
   no job. (An unknown player has no wallet, so it is refused as ``insufficient``.)
-* On success, in order: the player's locked positions are overlaid
-  (``Locks.merge``); a ``JOB`` id is minted; one PostgreSQL transaction charges
-  the wallet, records the guess under that id (lock, check, debit, ledger pair,
-  guess row) and writes its job into the game's outbox (``cm_outbox``, under the
-  same id, for the player's serial lane of queue ``cm``): the job exists if and only
-  if the charge commits (echomq.outbox, decision 0034).
-* Once the charge has committed the guess is accepted, and its admission with it:
-  ``submit`` admits the job at once under the same id (the fast path), and echomq's relay
-  (a child of the game's tree, woken by the commit's notification) admits the outbox row,
-  which the queue refuses as a DUPLICATE when ``submit`` got there first, and deletes
-  it. A process that dies between the commit and its own admission leaves the row: the
-  relay admits it, once, however often it is killed. ``Admitted.queued`` says whether
-  this call admitted it itself.
+* On success, in order: a ``JOB`` id is minted; the guess joins the charges submitted
+  alongside it (:mod:`codemojex.service.charges`: one transaction per group, each guess
+  checked, refused or charged alone) where the player's locked positions are overlaid
+  (``Locks.merge``), the wallet charged and the guess recorded under that id (lock,
+  check, debit, ledger pair, guess row), and its job written into the game's outbox
+  (``cm_outbox``, under the same id, for the player's serial lane of queue ``cm``): the
+  job exists if and only if the charge commits (echomq.outbox, decision 0034).
+* Once the charge has committed the guess is accepted, and its admission with it: the
+  group admits its jobs at once under their ids (the fast path, one ``admit_many`` per
+  group), and the scorer deletes a scored guess's outbox row. The game's relay takes only
+  rows older than ``codemojex.game.app.RELAY_MIN_AGE_MS``: those of a process that died
+  between the commit and its admission; it admits each, once, however often it is killed
+  (and the queue refuses a late one as a DUPLICATE). ``Admitted.queued`` says whether
+  this call's group admitted it.
 
 Idempotency. A caller that may run twice for one intent (the bot's command
 consumer re-runs a command after a crash; a client retrying after a lost reply)
@@ -56,9 +57,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, overload
 
-from codemojex.domain import BadGuess, Guess, merge, parse_guess, validate_guess
+from codemojex.domain import BadGuess, Guess, parse_guess, validate_guess
 from codemojex.domain.emoji import default_set
 from codemojex.domain.errors import ConfigurationError, DatabaseError, Reason
+from codemojex.service.charges import outbox_job
 from codemojex.service.codec import GuessJob, derive_id, encode
 from codemojex.service.context import Services
 from codemojex.wallet import (
@@ -68,15 +70,14 @@ from codemojex.wallet import (
     Round,
     RoundRefused,
     balance,
-    charge_guess,
     get_guess,
     get_round,
-    locked_positions,
     within,
 )
-from echomq import AsyncShardedQueue, ids, outbox
+from codemojex.wallet.batch import ChargeItem
+from echomq import ids, outbox
 
-__all__ = ["MAX_ID_LENGTH", "Admitted", "Refusal", "clean_id", "submit"]
+__all__ = ["MAX_ID_LENGTH", "Admitted", "Refusal", "clean_id", "guess_job", "submit"]
 
 log = logging.getLogger("codemojex.guesses")
 
@@ -205,13 +206,12 @@ async def _submit(services: Services, round_id: object, player: object, guess: o
     pid = clean_id(player)
     if pid is None:
         return _refused(Reason.INSUFFICIENT)  # no such wallet: nothing to charge
-    emojis = merge(await locked_positions(services.pool, rid, pid), parsed)
     # The success branch: mint the id at acceptance (or derive it from the caller's key);
     # it is the guess row's key, the charge's ledger ref and the job id, so every later
-    # retry, the wallet's own included, is idempotent.
+    # retry, the wallet's own included, is idempotent. The charge overlays the player's
+    # locks (``Locks.merge``) inside its transaction, with the guesses submitted alongside.
     job_id = job_id or ids.generate("JOB")
-    charged = await charge_guess(services.pool, pid, rid, job_id, emojis,
-                                 job=guess_job(services, job_id, GuessJob(rid, pid, emojis)))
+    charged, emojis, queued = await services.charges.charge(rid, ChargeItem(pid, job_id, parsed))
     if isinstance(charged, AlreadyCharged):  # a repeat (or a retry after a lost commit reply)
         return await _repeat(services, job_id, pid, rid, emojis)
     if isinstance(charged, RoundRefused):
@@ -220,7 +220,6 @@ async def _submit(services: Services, round_id: object, player: object, guess: o
         return _refused(Reason.INSUFFICIENT)
     if not isinstance(charged, Charged):  # UnknownPlayer
         return _refused(Reason.INSUFFICIENT)
-    queued = await admit_guess(services, job_id, GuessJob(rid, pid, emojis))
     return Admitted(job_id, emojis, charged.balance, queued)
 
 
@@ -254,6 +253,4 @@ async def admit_guess(services: Services, job_id: str, job: GuessJob) -> bool:
 def guess_job(services: Services, job_id: str, job: GuessJob) -> outbox.OutboxJob:
     """The outbox row of a charged guess: its id, on its player's serial lane of ``cm`` (of
     the shard that lane lives on when the queue is sharded)."""
-    queue = services.scores
-    name = queue.shard_for(job_id, job.player).name if isinstance(queue, AsyncShardedQueue) else queue.name
-    return outbox.OutboxJob(queue=name, payload=encode(job), lane=job.player, serial=True, job_id=job_id)
+    return outbox_job(services.scores, job_id, job)

@@ -22,13 +22,15 @@ from typing import Protocol
 from psycopg_pool import AsyncConnectionPool
 
 from codemojex.domain.errors import DatabaseError
+from codemojex.infra.groups import GroupCommit
 from codemojex.service.codec import BadPayload, Note, decode_note
 from codemojex.service.context import NOTIFY_QUEUE
-from codemojex.wallet import mark_notified
+from codemojex.wallet.batch import mark_notified_many
 from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
 __all__ = [
     "CURRENT_LEASE",
+    "LOCAL_OPTIONS",
     "OPTIONS",
     "QUEUE",
     "ConsoleDelivery",
@@ -41,6 +43,9 @@ __all__ = [
 
 QUEUE = NOTIFY_QUEUE
 OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=15_000, concurrency=16)
+# Deliveries that cost nothing outside (the console of play and bench): as many at once as
+# the scorer produces, so a flush of notes is delivered and stamped as one group.
+LOCAL_OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=15_000, concurrency=256)
 # The lease a delivery runs under (each handler runs in its own task, so its own value):
 # the Telegram delivery reads its grant time to refuse sending on a lease gone stale.
 CURRENT_LEASE: ContextVar[Lease | None] = ContextVar("codemojex_notify_lease", default=None)
@@ -102,6 +107,13 @@ class NotifyWorker:
     def __init__(self, delivery: Delivery, *, pool: AsyncConnectionPool | None = None) -> None:
         self.delivery = delivery
         self.pool = pool
+        # The stamps of the notes delivered together go in one transaction.
+        self.stamps: GroupCommit[str, None] = GroupCommit(self._stamp, max_items=256, flushes=2)
+
+    async def _stamp(self, guesses: list[str]) -> list[None]:
+        assert self.pool is not None
+        await mark_notified_many(self.pool, guesses)
+        return [None] * len(guesses)
 
     async def handle(self, lease: Lease) -> Outcome:
         try:
@@ -116,7 +128,7 @@ class NotifyWorker:
         if isinstance(result, Delivered):
             if self.pool is not None and note.kind == "score" and note.guess:
                 try:
-                    await mark_notified(self.pool, note.guess)
+                    await self.stamps.call(note.guess)
                 except DatabaseError as exc:
                     return Backoff(error=f"delivered, not stamped: {exc}")
             return Ack()

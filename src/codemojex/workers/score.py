@@ -12,8 +12,9 @@ Guarantees, however often a guess is delivered (at-least-once):
 
 Scoring itself is pure (:func:`codemojex.domain.score`): the same secret and guess
 always give the same score. The secret is read from the cache tier, PostgreSQL on a
-miss (:func:`codemojex.service.rounds.secret_of`): a guess costs the wallet no round read
-while the cache answers. A cached secret is used only if its hash matches the one the
+miss (:func:`codemojex.service.rounds.secret_of`), once per round per worker (a round's
+secret never changes; the worker keeps it): a guess costs no round read at all. A cached
+secret is used only if its hash matches the one the
 round's row keeps in PostgreSQL (read once per round per process); else PostgreSQL's.
 """
 
@@ -23,18 +24,24 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from codemojex.domain import exact_positions, score
+from codemojex.infra.groups import GroupCommit
 from codemojex.service.codec import BadPayload, GuessJob, decode_guess, note_id, score_note
 from codemojex.service.context import SCORE_QUEUE, Services
 from codemojex.service.rounds import secret_of
-from codemojex.wallet import AlreadyScored, Scored, record_score
-from echomq import Ack, Backoff, ConsumerOptions, Lease, Outcome
+from codemojex.wallet import AlreadyScored, Scored
+from codemojex.wallet.batch import record_scores
+from codemojex.wallet.results import UnknownGuess
+from echomq import Ack, Backoff, ConsumerOptions, EchoMQError, Lease, Outcome, Verdict
 
 __all__ = ["OPTIONS", "QUEUE", "ScoreWorker"]
 
 log = logging.getLogger("codemojex.score")
 
 QUEUE = SCORE_QUEUE
-OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=32)
+# Handlers at once: a flush of the consumer stores its scores in one transaction and admits
+# their notes in one call (the groups below), so the more at once the fewer per guess.
+OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=256)
+_SECRETS_KEPT = 1024  # rounds whose secret a worker keeps in memory (a few open at once)
 
 
 class ScoreWorker:
@@ -47,9 +54,25 @@ class ScoreWorker:
         # Instead of one note per guess: the bot batches a player's scores per round
         # (codemojex.bot.announce); called on every delivery, so it must be idempotent.
         self.on_score = on_score
+        self._secrets: dict[str, tuple[str, ...]] = {}  # round id -> its checked secret
+        # The handlers running at once (one flush of the consumer) store their scores in one
+        # transaction and admit their notes in one call (codemojex.infra.groups).
+        self.stores: GroupCommit[tuple[str, int, dict[int, str]], Scored | AlreadyScored | UnknownGuess] = \
+            GroupCommit(lambda items: record_scores(services.pool, items), max_items=256, flushes=2)
+        self.notes: GroupCommit[tuple[str, bytes, str], Verdict | EchoMQError] = GroupCommit(
+            lambda items: services.notifications.admit_many(items, serial=True), max_items=256, flushes=2)
 
     async def _secret(self, rid: str) -> tuple[str, ...] | None:
-        return await secret_of(self.services, rid)
+        # A round's secret never changes: once read (and checked against PostgreSQL's hash
+        # by secret_of), this worker keeps it, so a guess costs no read at all.
+        secret = self._secrets.get(rid)
+        if secret is None:
+            secret = await secret_of(self.services, rid)
+            if secret is not None:
+                if len(self._secrets) >= _SECRETS_KEPT:
+                    self._secrets.clear()
+                self._secrets[rid] = secret
+        return secret
 
     async def handle(self, lease: Lease) -> Outcome:
         try:
@@ -60,8 +83,7 @@ class ScoreWorker:
         if secret is None:
             return Backoff(error=f"unknown round {job.round_id}")
         result = score(secret, job.emojis)
-        stored = await record_score(self.services.pool, lease.id, result.total,
-                                    exact=exact_positions(secret, job.emojis))
+        stored = await self.stores.call((lease.id, result.total, dict(exact_positions(secret, job.emojis))))
         if isinstance(stored, Scored):
             self.scored += 1
         elif not isinstance(stored, AlreadyScored):
@@ -71,7 +93,9 @@ class ScoreWorker:
             return Ack()
         # On the player's serial lane, like the bot's replies: a score never overtakes
         # the "accepted" reply to the same guess.
-        await self.services.notifications.admit(
-            note_id(lease.id), score_note(job.round_id, job.player, job.emojis, stored.score, lease.id),
-            lane=job.player, serial=True)
+        verdict = await self.notes.call(
+            (note_id(lease.id), score_note(job.round_id, job.player, job.emojis, stored.score, lease.id),
+             job.player))
+        if isinstance(verdict, EchoMQError):
+            raise verdict  # a failure: the attempt is retried, the score stands, the note dedupes
         return Ack()

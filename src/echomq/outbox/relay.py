@@ -92,14 +92,18 @@ class OutboxRelay:
     ``batch`` rows per transaction (1..10,000); ``poll_s`` the longest sleep without a
     notification; ``queue_options`` the :class:`QueueOptions` of a queue by name (default
     options otherwise); ``crash_at`` one of :data:`CRASH_POINTS` to have the process kill
-    itself there (fault tests only). Use :meth:`run` as a service, :meth:`drain` to empty
+    itself there (fault tests only). ``min_age_ms``: take only rows at least this old, and
+    poll (every ``poll_s``) instead of waking on each commit: for a writer that admits its
+    own rows at once after the commit (a fast path) and deletes them later, so the relay
+    only picks up what a writer that died left behind (no second admission of every row).
+    Use :meth:`run` as a service, :meth:`drain` to empty
     the outbox once, and ``aclose`` (or ``async with``) to release the connections.
     """
 
     def __init__(self, database_url: str, connector: ScriptConnector, *,
                  table: str = DEFAULT_TABLE, batch: int = 500, poll_s: float = 1.0,
                  queue_options: Mapping[str, QueueOptions] | None = None,
-                 crash_at: str | None = None) -> None:
+                 crash_at: str | None = None, min_age_ms: int = 0) -> None:
         p.check_int("batch", batch, 1, 10_000)
         if not isinstance(poll_s, int | float) or not 0.01 <= poll_s <= 3600:
             raise InvalidArgument(f"poll_s must be 0.01..3600 seconds, not {poll_s!r}")
@@ -111,6 +115,7 @@ class OutboxRelay:
         self.batch = batch
         self.poll_s = float(poll_s)
         self.crash_at = crash_at
+        self.min_age_ms = p.check_int("min_age_ms", min_age_ms, 0, 3_600_000)
         self._options = dict(queue_options or {})
         self._queues: dict[str, AsyncQueue] = {}
         self._work: psycopg.AsyncConnection[Any] | None = None
@@ -173,7 +178,7 @@ class OutboxRelay:
             # Pipeline mode: BEGIN goes out with the claim, DELETE with COMMIT: two round
             # trips to PostgreSQL per batch instead of four (latency, bench/outbox_latency.py).
             async with conn.pipeline() as pipe, conn.transaction():
-                cur = await conn.execute(self.table.claim_sql(), (self.batch,))
+                cur = await conn.execute(self.table.claim_sql(), (self.min_age_ms, self.batch))
                 rows = [self._row(r) for r in await cur.fetchall()]
                 report.claimed = len(rows)
                 if not rows:
@@ -313,7 +318,8 @@ class OutboxRelay:
         pause = 0.05
         while not stop.is_set():
             try:
-                await self._listener()  # listening before the first look: no commit is missed
+                if not self.min_age_ms:
+                    await self._listener()  # listening before the first look: no commit is missed
                 report = await self.relay_once()
                 if report.waiting:
                     log.warning("outbox: %d row(s) wait: %s", report.waiting, "; ".join(report.errors))
@@ -321,7 +327,10 @@ class OutboxRelay:
                     pause = min(_MAX_PAUSE_S, pause * 2)
                     continue
                 pause = 0.05
-                if report.claimed < self.batch:
+                if report.claimed < self.batch and self.min_age_ms:
+                    with contextlib.suppress(TimeoutError):  # rows it may take come of age
+                        await asyncio.wait_for(stop.wait(), self.poll_s)
+                elif report.claimed < self.batch:
                     await self.wait(self.poll_s)
             except (EchoMQError, *_DB_ERRORS) as exc:
                 log.warning("outbox relay: %s; again in %.2f s", exc, pause)

@@ -87,10 +87,12 @@ CREATE TRIGGER {trigger} AFTER INSERT ON {t}
                 " RETURNING id")
 
     def claim_sql(self) -> str:
-        """The next rows no other relay holds, oldest first, locked until the batch ends."""
+        """The next rows no other relay holds, at least ``%s`` ms old (the relay's ``min_age_ms``),
+        oldest first, locked until the batch ends."""
         return (f"SELECT id, queue, payload, options, "
                 f"(extract(epoch FROM created) * 1000)::bigint, job_id FROM {self.quoted} "
-                "WHERE error IS NULL ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED")
+                "WHERE error IS NULL AND created <= clock_timestamp() - %s * interval '1 millisecond'"
+                " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED")
 
     def delete_sql(self) -> str:
         return f"DELETE FROM {self.quoted} WHERE id = ANY(%s)"

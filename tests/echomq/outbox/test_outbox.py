@@ -12,7 +12,15 @@ import asyncio
 import psycopg
 import pytest
 
-from echomq import AsyncQueue, ConfigurationError, InvalidPayload, InvalidQueueName, Verdict, generate
+from echomq import (
+    AsyncQueue,
+    ConfigurationError,
+    InvalidArgument,
+    InvalidPayload,
+    InvalidQueueName,
+    Verdict,
+    generate,
+)
 from echomq.core.errors import InvalidJobId
 from echomq.core.ids import timestamp_ms
 from echomq.outbox import Outbox, OutboxJob, OutboxRelay, job_id_of
@@ -229,3 +237,20 @@ def test_echomq_relay_refuses_bad_input_in_one_line() -> None:
     unreachable = relay_process("postgresql://nobody@127.0.0.1:1/x", "redis://127.0.0.1:1", "--drain")
     for done, words in ((missing_table, "lower-case identifier"), (unreachable, "refused the connection")):
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+
+
+async def test_a_relay_with_a_minimum_age_leaves_young_rows_to_their_writer(
+        pg_db: str, conn, qname: str) -> None:
+    """``min_age_ms``: a writer that admits its own rows after the commit (and deletes them
+    later) leaves the relay only the rows a writer that died left behind: the old ones."""
+    outbox = Outbox()
+    with psycopg.connect(pg_db) as db, db.transaction():
+        outbox.add(db, qname, b"young")
+    async with OutboxRelay(pg_db, conn, min_age_ms=3_600_000) as relay:
+        assert (await relay.drain()).claimed == 0  # an hour old at the least: not yet
+    async with OutboxRelay(pg_db, conn, min_age_ms=1) as relay:
+        await asyncio.sleep(0.01)
+        report = await relay.drain()
+    assert report.admitted == 1 and await _jobs(AsyncQueue(conn, qname)) == [b"young"]
+    with pytest.raises(InvalidArgument):
+        OutboxRelay(pg_db, conn, min_age_ms=-1)

@@ -1,0 +1,211 @@
+"""The wallet's writes for many guesses in one transaction each: charges, scores, marks.
+
+Each is the batch form of a one-guess call and keeps its guarantees item by item:
+
+* :func:`charge_guesses` is :func:`~codemojex.wallet.money.charge_guess` for guesses of one
+  round: the round locked in share mode and then every player of the batch in id order (the
+  wallet's one lock order, :mod:`codemojex.wallet.locks`), each guess checked and charged in
+  its order against its player's running balance, refused alone (insufficient, a repeat of
+  its ref: :class:`AlreadyCharged`), every charged one written with multi-row statements
+  (movements, ledger pairs, balances, guess rows, outbox rows). The player's locked
+  positions are read in the same transaction and overlaid on the guess (``Locks.merge``).
+* :func:`record_scores` is :func:`~codemojex.wallet.rounds.record_score` for many guesses:
+  each score stored once (``WHERE score IS NULL``), the exact positions locked, and the
+  guesses' outbox rows deleted (a guess being scored was admitted: the relay need not).
+* :func:`mark_notified_many` stamps delivered score notes (the first stamp counts).
+
+Statement count per batch is fixed (a handful), whatever its size: that is what makes a
+guess cheap for PostgreSQL (docs/capacity.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from psycopg_pool import AsyncConnectionPool
+
+from codemojex.domain import Guess, merge
+from codemojex.domain.errors import Reason
+from codemojex.wallet.locks import Conn, lock
+from codemojex.wallet.money import OUTBOX, charge_ref, player_account, round_account
+from codemojex.wallet.results import (
+    AlreadyCharged,
+    AlreadyScored,
+    Charged,
+    Insufficient,
+    RoundRefused,
+    Scored,
+    UnknownGuess,
+    UnknownPlayer,
+)
+from codemojex.wallet.tx import retried, transaction
+from echomq import outbox
+
+__all__ = ["ChargeItem", "ChargeOutcome", "charge_guesses", "mark_notified_many", "record_scores"]
+
+ChargeOutcome = Charged | AlreadyCharged | Insufficient | RoundRefused | UnknownPlayer
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeItem:
+    """One guess to charge: its player, its id (the ref and the job id) and the parsed guess
+    (the player's locks are overlaid on it inside the charge)."""
+
+    player: str
+    guess_id: str
+    guess: Guess
+
+
+@retried
+async def charge_guesses(
+    pool: AsyncConnectionPool,
+    round_id: str,
+    items: Sequence[ChargeItem],
+    job_of: Callable[[ChargeItem, Guess], outbox.OutboxJob] | None = None,
+) -> list[tuple[ChargeOutcome, Guess]]:
+    """Charge every item in one transaction (module docstring); per item its outcome and the
+    guess as charged (locks overlaid). ``job_of``: the outbox row of a charged guess (see
+    :func:`~codemojex.wallet.money.charge_guess`'s ``job``); the guess is stamped admitted."""
+    async with transaction(pool) as conn, conn.pipeline():
+        # Pipeline mode: the reads go out together (one round trip), the writes and the
+        # COMMIT together (one more), whatever the batch's size.
+        return await _charge(conn, round_id, items, job_of)
+
+
+async def _charge(conn: Conn, round_id: str, items: Sequence[ChargeItem],
+                  job_of: Callable[[ChargeItem, Guess], outbox.OutboxJob] | None
+                  ) -> list[tuple[ChargeOutcome, Guess]]:
+    players = sorted({i.player for i in items})
+    locked = await lock(conn, round_id=round_id, round_mode="share", players=players)
+    refs = [charge_ref(i.guess_id) for i in items]
+    refs_cur = await conn.execute("SELECT ref FROM movements WHERE ref = ANY(%s)", (refs,))
+    locks_cur = await conn.execute("SELECT player_id, position, emoji FROM locks WHERE round_id = %s"
+                                   " AND player_id = ANY(%s)", (round_id, players))
+    taken = {str(r[0]) for r in await refs_cur.fetchall()}
+    locks: dict[str, dict[int, str]] = {}
+    for pid, pos, emoji in await locks_cur.fetchall():
+        locks.setdefault(str(pid), {})[int(pos)] = str(emoji)
+    rnd = locked.round
+    balances = dict(locked.balances)
+    out: list[tuple[ChargeOutcome, Guess]] = []
+    charged: list[tuple[ChargeItem, Guess, int]] = []
+    for item, ref in zip(items, refs, strict=True):
+        emojis = merge(locks.get(item.player, {}), item.guess)
+        result: ChargeOutcome
+        if item.player not in balances:
+            result = UnknownPlayer(item.player)
+        elif ref in taken:
+            result = AlreadyCharged(item.guess_id)
+        elif rnd is None:
+            result = RoundRefused(round_id, Reason.NO_ROUND)
+        elif rnd.state != "open" or rnd.early:
+            result = RoundRefused(round_id, Reason.CLOSED)
+        elif rnd.late:
+            result = RoundRefused(round_id, Reason.EXPIRED)
+        elif balances[item.player] < rnd.guess_price:
+            result = Insufficient(balances[item.player], rnd.guess_price)
+        else:
+            taken.add(ref)  # the same id twice in one batch: the second is a repeat
+            balances[item.player] -= rnd.guess_price
+            result = Charged(item.guess_id, balances[item.player], rnd.guess_price)
+            charged.append((item, emojis, rnd.guess_price))
+        out.append((result, emojis))
+    if charged:
+        await _write(conn, round_id, charged, balances, locked.balances, job_of)
+    return out
+
+
+_SEP = "\x1f"  # joins a guess's emojis into one array element (no emoji contains it)
+
+
+async def _write(conn: Conn, round_id: str, charged: list[tuple[ChargeItem, Guess, int]],
+                 balances: Mapping[str, int], before: Mapping[str, int],
+                 job_of: Callable[[ChargeItem, Guess], outbox.OutboxJob] | None) -> None:
+    # Every statement takes whole columns as arrays (unnest): one fixed text per statement,
+    # parsed and prepared once, whatever the batch's size.
+    refs = [charge_ref(item.guess_id) for item, _, _ in charged]
+    prices = [price for _, _, price in charged]
+    await conn.execute("INSERT INTO movements (ref, kind, amount)"
+                       " SELECT r, 'charge', a FROM unnest(%s::text[], %s::bigint[]) AS m(r, a)",
+                       (refs, prices))
+    pot = round_account(round_id)
+    await conn.execute(
+        "INSERT INTO ledger (ref, account, amount)"
+        " SELECT r, l.account, l.amount FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS m(r, p, a),"
+        " LATERAL (VALUES (m.p, -m.a), (%s, m.a)) AS l(account, amount)",
+        (refs, [player_account(item.player) for item, _, _ in charged], prices, pot))
+    moved = {p: balances[p] - before[p] for p in balances if balances[p] != before[p]}
+    await conn.execute(
+        "UPDATE players SET balance = balance + d.delta FROM unnest(%s::text[], %s::bigint[])"
+        " AS d(id, delta) WHERE players.id = d.id", (list(moved), list(moved.values())))
+    await conn.execute(
+        "INSERT INTO guesses (id, round_id, player_id, emojis, charged, admitted_at)"
+        " SELECT g, %s, p, string_to_array(e, %s), c, CASE WHEN %s THEN now() END"
+        " FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS n(g, p, e, c)",
+        (round_id, _SEP, job_of is not None, [item.guess_id for item, _, _ in charged],
+         [item.player for item, _, _ in charged], [_SEP.join(emojis) for _, emojis, _ in charged],
+         prices))
+    if job_of is not None:
+        jobs = [job_of(item, emojis) for item, emojis, _ in charged]
+        await conn.execute(
+            f"INSERT INTO {OUTBOX.quoted} (queue, payload, options, job_id)"
+            " SELECT q, b, o::jsonb, j FROM unnest(%s::text[], %s::bytea[], %s::text[], %s::text[])"
+            " AS x(q, b, o, j)",
+            ([j.queue for j in jobs], [j.payload for j in jobs], [j.options_json() for j in jobs],
+             [j.job_id for j in jobs]))
+
+
+@retried
+async def record_scores(
+    pool: AsyncConnectionPool, scores: Sequence[tuple[str, int, Mapping[int, str]]]
+) -> list[Scored | AlreadyScored | UnknownGuess]:
+    """``(guess id, score, exact positions)`` each stored once, in one transaction (see
+    :func:`~codemojex.wallet.rounds.record_score`: no money lock is taken)."""
+    ids = [g for g, _, _ in scores]
+    async with transaction(pool) as conn, conn.pipeline():
+        cur = await conn.execute(
+            "UPDATE guesses SET score = s.score, scored_at = now()"
+            " FROM unnest(%s::text[], %s::int[]) AS s(id, score)"
+            " WHERE guesses.id = s.id AND guesses.score IS NULL"
+            " RETURNING guesses.id, guesses.round_id, guesses.player_id",
+            (ids, [s for _, s, _ in scores]))
+        fresh = {str(i): (str(r), str(p)) for i, r, p in await cur.fetchall()}
+        old: dict[str, int] = {}
+        if len(fresh) < len(set(ids)):
+            cur = await conn.execute("SELECT id, score FROM guesses WHERE id = ANY(%s) AND score IS NOT NULL",
+                                     ([g for g in ids if g not in fresh],))
+            old = {str(i): int(s) for i, s in await cur.fetchall()}
+        # A scored guess's job was admitted (it is being scored): its outbox row, if the
+        # relay has not taken it, is done with (the relay never admits it a second time).
+        await conn.execute(f"DELETE FROM {OUTBOX.quoted} WHERE job_id = ANY(%s)", (list(fresh),))
+        rows = sorted({(fresh[g][0], fresh[g][1], pos, emoji) for g, _, exact in scores if g in fresh
+                       for pos, emoji in exact.items()})
+        if rows:
+            await conn.execute(
+                "INSERT INTO locks (round_id, player_id, position, emoji)"
+                " SELECT * FROM unnest(%s::text[], %s::text[], %s::smallint[], %s::text[])"
+                " ON CONFLICT DO NOTHING", tuple(list(col) for col in zip(*rows, strict=True)))
+    out: list[Scored | AlreadyScored | UnknownGuess] = []
+    first: set[str] = set()
+    for g, s, _ in scores:
+        if g in fresh and g not in first:
+            first.add(g)
+            out.append(Scored(g, s))
+        elif g in fresh:  # the same guess twice in one batch: the first stored it
+            out.append(AlreadyScored(g, next(x for y, x, _ in scores if y == g)))
+        elif g in old:
+            out.append(AlreadyScored(g, old[g]))
+        else:
+            out.append(UnknownGuess(g))
+    return out
+
+
+@retried
+async def mark_notified_many(pool: AsyncConnectionPool, guess_ids: Sequence[str]) -> int:
+    """Stamp the delivery of each guess's score notification (the first stamp counts);
+    how many this call stamped."""
+    async with transaction(pool) as conn:
+        cur = await conn.execute("UPDATE guesses SET notified_at = now() WHERE id = ANY(%s)"
+                                 " AND notified_at IS NULL", (list(guess_ids),))
+        return cur.rowcount
