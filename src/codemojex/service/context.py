@@ -19,7 +19,7 @@ __all__ = ["COMMANDS_QUEUE", "NOTIFY_QUEUE", "SCORE_QUEUE", "SETTLE_QUEUE", "Ser
 
 # The queues and their beat and lease: docs/architecture.md, the supervision tree of the game.
 
-SCORE_QUEUE = "cm"  # one lane per player; scoring (beat 100 ms, lease 10 s)
+SCORE_QUEUE = "cm"  # one lane per player; scoring (beat 250 ms, lease 10 s)
 SETTLE_QUEUE = "cm-settle"  # round open/close jobs, delayed to their time (100 ms / 10 s)
 NOTIFY_QUEUE = "cm.notify"  # notifications to players (50 ms / 15 s)
 COMMANDS_QUEUE = "cm.commands"  # the bot's inbound commands (100 ms / 10 s; codemojex.bot.ingress)

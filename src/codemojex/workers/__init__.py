@@ -1,7 +1,7 @@
 """The game's consumers, one module per queue, each with its beat and lease
 (docs/architecture.md, the supervision tree of the game).
 
-score         ``cm``         beat 100 ms, lease 10 s   score once, lock positions, notify
+score         ``cm``         beat 250 ms, lease 10 s   score once, lock positions, notify
 settle        ``cm-settle``  beat 100 ms, lease 10 s   open rounds, close and settle them
 notify        ``cm.notify``  beat 50 ms,  lease 15 s   deliver notifications (console for now)
 """

@@ -1,4 +1,4 @@
-"""Scoring on queue ``cm`` (beat 100 ms, lease 10 s: docs/architecture.md, the supervision tree).
+"""Scoring on queue ``cm`` (beat 250 ms, lease 10 s: docs/architecture.md, the supervision tree).
 
 Guarantees, however often a guess is delivered (at-least-once):
 
@@ -39,8 +39,9 @@ log = logging.getLogger("codemojex.score")
 
 QUEUE = SCORE_QUEUE
 # Handlers at once: a flush of the consumer stores its scores in one transaction and admits
-# their notes in one call (the groups below), so the more at once the fewer per guess.
-OPTIONS = ConsumerOptions(beat_ms=100, lease_ms=10_000, concurrency=256)
+# their notes in one call (the groups below), so the more at once the fewer per guess. A
+# beat heartbeats every lease held: 250 ms (40 beats per 10 s lease) spends fewer on it.
+OPTIONS = ConsumerOptions(beat_ms=250, lease_ms=10_000, concurrency=256)
 _SECRETS_KEPT = 1024  # rounds whose secret a worker keeps in memory (a few open at once)
 
 
