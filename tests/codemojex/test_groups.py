@@ -82,3 +82,27 @@ async def test_a_flush_that_answers_the_wrong_number_of_results_is_an_error() ->
 def test_bounds_are_checked() -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         GroupCommit(_Recorder(), max_items=0)
+
+
+async def test_a_flush_runs_in_the_context_of_its_first_caller() -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+    seen: list[str] = []
+
+    async def flush(items: list[str]) -> list[str]:
+        seen.append(var.get())
+        await asyncio.sleep(0)
+        return items
+
+    group = GroupCommit(flush, max_items=8, flushes=1)
+
+    async def call_as(who: str) -> str:
+        var.set(who)
+        return await group.call(who)
+
+    first = asyncio.create_task(call_as("first"))
+    await asyncio.sleep(0)  # its flush is in flight
+    assert await asyncio.gather(call_as("second"), call_as("third")) == ["second", "third"]
+    await first
+    assert seen == ["first", "second"]  # not the first caller's context for the next batch

@@ -9,12 +9,13 @@ A flush runs in a task of its own: a caller cancelled while it waits does not ca
 flush its item is in (the others in it still get their answers; its own effect may still
 happen, like a request whose reply is lost). An exception raised by the flush function
 is every waiting caller's exception. The flush function returns one result per item, in
-the items' order.
+the items' order, and runs in the context (``contextvars``) of its batch's first caller.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -34,7 +35,7 @@ class GroupCommit(Generic[I, R]):
         self._flush = flush
         self.max_items = max_items
         self.flushes = flushes
-        self._waiting: list[tuple[I, asyncio.Future[R]]] = []
+        self._waiting: list[tuple[I, asyncio.Future[R], contextvars.Context]] = []
         self._running: set[asyncio.Task[None]] = set()
         self.batches = 0  # flushes run (a figure for benches and tests)
         self.items = 0
@@ -43,12 +44,15 @@ class GroupCommit(Generic[I, R]):
         """``item``'s result from the flush that carried it."""
         fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(_observed)  # a caller cancelled meanwhile never reads it
-        self._waiting.append((item, fut))
+        self._waiting.append((item, fut, contextvars.copy_context()))
         if len(self._running) < self.flushes:
             task = asyncio.create_task(self._drain())
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         return await asyncio.shield(fut)
+
+    async def _run(self, items: list[I]) -> Sequence[R]:
+        return await self._flush(items)
 
     async def _drain(self) -> None:
         while self._waiting:
@@ -57,17 +61,20 @@ class GroupCommit(Generic[I, R]):
             self.batches += 1
             self.items += len(batch)
             try:
-                results = await self._flush([item for item, _ in batch])
+                # The flush runs in the context of its first caller (its wallet deadline and
+                # retry policy, the earliest of the batch), not in the one the drain began in.
+                results = await asyncio.create_task(self._run([item for item, _, _ in batch]),
+                                                    context=batch[0][2])
                 if len(results) != len(batch):
                     raise RuntimeError(f"a flush of {len(batch)} items returned {len(results)} results")
             except BaseException as exc:
-                for _, fut in batch:
+                for _, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(exc)
                 if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                     raise
                 continue
-            for (_, fut), result in zip(batch, results, strict=True):
+            for (_, fut, _), result in zip(batch, results, strict=True):
                 if not fut.done():
                     fut.set_result(result)
 
