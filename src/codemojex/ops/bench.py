@@ -41,6 +41,7 @@ from codemojex.game.app import App
 from codemojex.game.report import check_run, delivered_score_notes
 from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule
 from codemojex.wallet import ensure_player, get_round, grant_start, reads
+from codemojex.wallet.serverstats import backend_pid, transactions
 from echomq import AsyncClusterConnector, AsyncConnector, ids
 
 __all__ = ["BenchOptions", "BenchReport", "Sample", "bench", "render"]
@@ -116,17 +117,14 @@ class _Meter:
         cpu = None
         if isinstance(info, dict) and "used_cpu_user" in info:
             cpu = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-        async with self.services.pool.connection() as c:
-            row = await (await c.execute(
-                "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                "WHERE datname = current_database()")).fetchone()
+        xacts = await transactions(self.services.pool)
         notes = (await self.services.notifications.stats()).done
         pg_cpu = None if self.postmaster is None else _tree_cpu(self.postmaster)
         stats = await self.services.connector.command("INFO", "commandstats")
         commands = ({k.removeprefix("cmdstat_"): (int(v["calls"]), float(v["usec"]))
                      for k, v in stats.items() if isinstance(v, dict)}
                     if isinstance(stats, dict) else {})
-        return Sample(time.perf_counter(), cpu, int(row[0]) if row else 0, pg_cpu, notes,
+        return Sample(time.perf_counter(), cpu, xacts, pg_cpu, notes,
                       time.process_time(), commands)
 
 
@@ -152,9 +150,8 @@ def _tree_cpu(postmaster: int) -> float | None:
 
 async def _postmaster(pool: AsyncConnectionPool) -> int | None:
     """The postmaster's pid when the server runs on this machine (the parent of our backend)."""
-    async with pool.connection() as c:
-        row = await (await c.execute("SELECT pg_backend_pid()")).fetchone()
-    fields = _stat(int(row[0])) if row else None
+    pid = await backend_pid(pool)
+    fields = _stat(pid) if pid is not None else None
     return None if fields is None else int(fields[1])
 
 
