@@ -19,6 +19,12 @@ The rules it follows (issue 15 item 1), each where it is kept:
 * each peer's fastest documented path: taskiq's list and stream brokers (two systems),
   dramatiq's ``send`` and ``group`` (``bulk_alt``), rq's ``enqueue_many`` and its
   non-forking ``SimpleWorker``, the others as bench/peers.txt pins them.
+* the drain, every system at its best (issue 30 item 2): one worker process swept over
+  the concurrency levels of ``LEVELS`` (1, 10, 32, 100 in full mode; 10 and 32 in quick)
+  through each system's own knob and fastest documented settings, the same ``reps`` runs
+  per level for every system, the best level the row (``best_point``), every level kept
+  (``drain_sweep``); the drain's limit also at the batch of EchoMQ's best level
+  (``drain_best``), and EchoMQ's drain with 2 worker processes (``drain_procs``, item 3).
 * latency from at least 400 samples in full mode, after the same warm-up for every system
   (bench/systems/_common.py ``warm_up``: the worker has run a job before the first sample).
 * noise per row: other processes' CPU and steal from /proc/stat over the row's window
@@ -71,18 +77,28 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, str], str | None]] = {
     "celery": ("celery", "celery_sys.py", {}, None),
 }
 
+# The drain's concurrency sweep (issue 30 item 2: every peer at its best, not at its
+# default): the levels each system's one worker process is run at, through its own knob
+# (EchoMQ Consumer concurrency, arq max_jobs, saq and bullmq concurrency, taskiq
+# --max-async-tasks with as many prefetched, dramatiq --threads, celery -P threads -c, solo
+# at 1). rq's SimpleWorker runs one job at a time: it has no in-process concurrency.
+# The mode's ``sweep`` is intersected with each system's levels; the best point is the row.
+LEVELS: dict[str, tuple[int, ...]] = {s: (1, 10, 32, 100) for s in SYSTEMS} | {"rq": (1,)}
+
 MODES: dict[str, dict[str, Any]] = {
     # --smoke: every driver once with tiny N, to check the drivers work (no figures to keep).
     "smoke": {"reps": 1, "echomq_reps": 1, "single": 50, "bulk": 500, "drain": 200, "latency": 5,
-              "memory": 500, "ids": 1000, "set_n": 10_000, "pairs": 1},
+              "memory": 500, "ids": 1000, "set_n": 10_000, "pairs": 1, "sweep": (32,), "procs": (2,)},
     "quick": {"reps": 1, "echomq_reps": 2, "single": 300, "bulk": 10_000, "drain": 3_000, "latency": 60,
-              "memory": 10_000, "ids": 100_000, "set_n": 200_000, "pairs": 3},
+              "memory": 10_000, "ids": 100_000, "set_n": 200_000, "pairs": 3, "sweep": (10, 32),
+              "procs": (2,)},
     # The same number of runs for every system (issue 30 item 2: EchoMQ's median of three
     # against one run per peer was not a fair fight); about three times the peers' part of
     # the run (9 minutes at 7923a49 with one run per peer): the slowest peers (celery's group,
     # taskiq's gather, arq's worker) take most of it.
     "full": {"reps": 3, "echomq_reps": 3, "single": 1_000, "bulk": 50_000, "drain": 5_000,
-             "latency": 400, "memory": 20_000, "ids": 1_000_000, "set_n": 1_000_000, "pairs": 5},
+             "latency": 400, "memory": 20_000, "ids": 1_000_000, "set_n": 1_000_000, "pairs": 5,
+             "sweep": (1, 10, 32, 100), "procs": (2,)},
 }
 
 
@@ -102,8 +118,10 @@ def commandstats(r: redis.Redis, top: int = 8) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda x: -x["usec"])[:top]
 
 
-def run_driver(r: redis.Redis, url: str, system: str, op: str, n: int) -> dict[str, Any]:
+def run_driver(r: redis.Redis, url: str, system: str, op: str, n: int,
+               extra: dict[str, str] | None = None) -> dict[str, Any]:
     venv, driver, env, _ = SYSTEMS[system]
+    env = {**env, **(extra or {})}
     r.flushall()
     r.config_resetstat()
     cmd = ["taskset", "-c", str(CLIENT_CPU), python_of(venv), driver, op, str(n), url]
@@ -144,6 +162,29 @@ def quiet(run: Any, reps: int, key: str = "rate") -> dict[str, Any]:
     return best
 
 
+def sweep(r: redis.Redis, url: str, system: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The drain at each concurrency level of the mode's sweep this system has, the same
+    number of runs (``reps``) for every system: {level: the median run of the level}."""
+    levels = [c for c in cfg["sweep"] if c in LEVELS[system]] or list(LEVELS[system][:1])
+    out = {}
+    for c in levels:
+        out[str(c)] = quiet(lambda c=c: run_driver(r, url, system, "drain", cfg["drain"],
+                                                   {"BENCH_CONC": str(c)}), cfg["reps"])
+        x = out[str(c)]
+        print(f"  {system} drain at concurrency {c}: {x.get('rate', 0):,.0f}/s "
+              f"(runs {x.get('runs', x.get('error'))})", flush=True)
+    return out
+
+
+def best_point(points: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's best level (the highest median rate), with every level's median beside it."""
+    ok = {c: x for c, x in points.items() if "rate" in x}
+    if not ok:
+        return next(iter(points.values()), {"error": "no run"})
+    c = max(ok, key=lambda k: ok[k]["rate"])
+    return dict(ok[c], concurrency=int(c), sweep={k: round(x["rate"], 1) for k, x in ok.items()})
+
+
 def redis_benchmark_set(port: int, r: redis.Redis, n: int) -> dict[str, Any]:
     """Plain SET, for scale: redis-benchmark -P 100 -c 50."""
     r.flushall()
@@ -162,10 +203,10 @@ def redis_benchmark_set(port: int, r: redis.Redis, n: int) -> dict[str, Any]:
 
 
 def limit_run(r: redis.Redis, url: str, n: int, order: str, script: str,
-              calls_of: int = 0) -> dict[str, Any]:
+              calls_of: int = 0, batch: int = 32) -> dict[str, Any]:
     s0, c0 = server_cpu(r), time.process_time()
     w = Window()
-    x = (limit.drain_measure(url, n) if script == "drain"
+    x = (limit.drain_measure(url, n, batch=batch) if script == "drain"
          else limit.measure(url, n, order, script=script, calls_of=calls_of))
     # Our CPU in the window: the server's and this process's (encoding, then the blast).
     x["noise"] = w.end(server_cpu(r) - s0 + time.process_time() - c0)
@@ -292,7 +333,18 @@ def run_all(mode: str, only: list[str]) -> dict[str, Any]:
                 f["producer"] = row("producer", cfg["bulk"])
                 f["ids"] = run_driver(r, srv.url, system, "ids", cfg["ids"])
                 f["paired"] = paired(r, srv.url, cfg["bulk"], cfg["pairs"])
-            f["drain"] = row("drain", cfg["drain"])
+            f["drain_sweep"] = sweep(r, srv.url, system, cfg)
+            f["drain"] = best_point(f["drain_sweep"])
+            if system == "echomq":
+                # More worker processes (issue 30 item 3): N = 1 is the sweep's default point.
+                f["drain_procs"] = {str(k): quiet(lambda k=k: run_driver(
+                    r, srv.url, "echomq", "drain", cfg["drain"], {"BENCH_PROCS": str(k)}), cfg["reps"])
+                    for k in cfg["procs"]}
+                # The drain's limit at the best point's batch, when that is not the default's 32.
+                c = int(f["drain"].get("concurrency", 32))
+                if c != 32 and "rate" in f["drain"]:
+                    limits["drain_best"] = quiet(lambda c=c: limit_run(
+                        r, srv.url, cfg["drain"], "time", "drain", batch=c), cfg["echomq_reps"])
             f["latency"] = row("latency", cfg["latency"], 1, "p50_ms")
             f["memory"] = row("memory", cfg["memory"], 1, "bytes_per_job")
             figures[system] = f

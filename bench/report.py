@@ -117,7 +117,8 @@ def main() -> None:
                       ("enqueue_time", "enqueue.lua, one call per job, time-ordered ids"),
                       ("enqueue_random", "enqueue.lua, one call per job, random ids"),
                       ("drain", "the drain: complete_batch + claim + peek per flush of 32, as a Consumer "
-                                "sends them")):
+                                "sends them"),
+                      ("drain_best", "the drain at the batch of EchoMQ's best sweep point")):
         x = lim.get(key)
         if x:
             w(f"| {what} | {x['n']:,} | {x['rate']:,.0f}/s | {x['server_us']:.2f} | "
@@ -173,7 +174,40 @@ def main() -> None:
       f"(median {ids.get('generate_median_us', 0):.3f}), `generate_many(1000)` "
       f"{ids.get('generate_many_us', 0):.3f} µs "
       f"(median {ids.get('generate_many_median_us', 0):.3f}) per id.\n")
-    table("drain", "3. Drain: N jobs queued, one worker process, jobs/s until empty")
+    table("drain", "3. Drain: N jobs queued, one worker process, jobs/s until empty (each system's best "
+                   "point of its concurrency sweep)")
+    levels = sorted({int(c) for sname in systems for c in fig[sname].get("drain_sweep", {})})
+    if levels:
+        w("The concurrency sweep (issue 30 item 2): each system's one worker process at each level "
+          "through its own knob (EchoMQ Consumer concurrency, arq max_jobs, saq and bullmq "
+          "concurrency, taskiq --max-async-tasks with as many prefetched, dramatiq --threads, celery "
+          "-P threads -c and solo at 1; rq's SimpleWorker runs one job at a time), the median of "
+          f"{res['settings']['reps']} run(s) per level for every system, jobs/s; the best level, in "
+          "bold, is the row above.\n")
+        w("| system | " + " | ".join(f"{c}" for c in levels) + " |")
+        w("|---|" + "---:|" * len(levels))
+        for sname in systems:
+            pts = fig[sname].get("drain_sweep", {})
+            top = fig[sname].get("drain", {}).get("concurrency")
+            cells = []
+            for c in levels:
+                x = pts.get(str(c))
+                v = "" if not x else "error" if "rate" not in x else f"{x['rate']:,.0f}"
+                cells.append(f"**{v}**" if c == top and v not in ("", "error") else v)
+            w(f"| {sname} | " + " | ".join(cells) + " |")
+        w("")
+    procs = e.get("drain_procs", {})
+    if procs:
+        one = e.get("drain_sweep", {}).get("32", {})
+        w("EchoMQ's drain with more worker processes (issue 30 item 3), each a default Consumer "
+          "(concurrency 32), all pinned to the client CPU with the driver, the same N:\n")
+        w("| processes | rate (jobs/s) | server µs/job | client µs/job | noise | runs |")
+        w("|---:|---:|---:|---:|---|---|")
+        for k, x in [("1", one), *sorted(procs.items())]:
+            if x and "rate" in x:
+                w(f"| {k} | {x['rate']:,.0f} | {x['server_us']:.1f} | {x['client_us']:.1f} | {noise(x)} | "
+                  f"{x.get('runs', '')} |")
+        w("")
     w("Server µs per job over its whole life (admission + claim + complete), which caps what any number "
       "of workers can drain from one server; claim + complete counted from the first job taken, over "
       "the window of the rate (the worker's start-up and the server's idle wait for it, in the last "

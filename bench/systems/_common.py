@@ -31,6 +31,16 @@ PAYLOAD = "x" * 64
 PAYLOAD_BYTES = PAYLOAD.encode()
 raw = redis.Redis.from_url(URL)
 LAT_KEY = "bench:lat"  # every system's worker pushes its samples here
+# The drain's concurrency (issue 30 item 2, the sweep in bench.py): jobs in flight in the one
+# worker process, through each system's own knob; 0 = the system's default.
+CONC = int(os.environ.get("BENCH_CONC") or 0)
+# EchoMQ's drain with N worker processes (issue 30 item 3); 1 = the one-process drain row.
+PROCS = int(os.environ.get("BENCH_PROCS") or 1)
+
+
+def conc(default: int) -> int:
+    """The concurrency this run sweeps to, else the system's default."""
+    return CONC or default
 
 
 def server_cpu() -> float:
@@ -72,8 +82,12 @@ def worker(cmd: list[str]) -> subprocess.Popen[bytes]:
                             "worker.log"), "ab"))
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the worker this driver started (its process group), and reap it."""
+def stop(proc: subprocess.Popen[bytes] | list[subprocess.Popen[bytes]]) -> None:
+    """Stop the worker(s) this driver started (each its process group), and reap them."""
+    if isinstance(proc, list):
+        for p in proc:
+            stop(p)
+        return
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -85,7 +99,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def drain(n: int, backlog: Callable[[], int], start: Callable[[], subprocess.Popen[bytes] | None],
+def drain(n: int, backlog: Callable[[], int], start: Callable[[], Any],
           finish: Callable[[Any], None], timeout: float = 150) -> dict[str, Any]:
     """Time a worker from its first taken job until the backlog is empty.
 

@@ -16,6 +16,7 @@ from _common import (
     Sampling,
     awarm_up,
     collect_latency,
+    conc,
     drain,
     emit,
     latency_stats,
@@ -30,6 +31,8 @@ from arq.connections import RedisSettings
 
 API = {"single": "ArqRedis.enqueue_job", "bulk": "asyncio.gather(enqueue_job) in chunks of 1000",
        "worker": "arq WorkerSettings --burst (defaults: max_jobs 10)"}
+CONCURRENCY = conc(10)
+API["worker"] = f"arq WorkerSettings --burst (max_jobs {CONCURRENCY}, poll_delay 5 ms)"
 BIN = os.path.dirname(sys.executable)
 
 
@@ -43,6 +46,10 @@ async def lat(ctx: Any, t: float) -> None:
 
 class WorkerSettings:
     functions = [noop, lat]  # noqa: RUF012
+    max_jobs = CONCURRENCY
+    # arq sleeps poll_delay (0.5 s by default) between reads of its queue; at max_jobs 1 that
+    # is two jobs a second. Its documented WorkerSettings option, set short at every level.
+    poll_delay = 0.005
     redis_settings = RedisSettings.from_dsn(os.environ.get("BENCH_URL", URL))
 
 
@@ -72,7 +79,8 @@ async def main() -> None:
                 p.wait(600)
             r = drain(n, lambda: int(raw.zcard("arq:queue")),
                       lambda: worker([f"{BIN}/arq", "arq_sys.WorkerSettings", "--burst"]), finish)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=CONCURRENCY,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":

@@ -1,4 +1,5 @@
-"""bullmq (Python) driver: Queue.add, Queue.addBulk, a Worker process (defaults: concurrency 1)."""
+"""bullmq (Python) driver: Queue.add, Queue.addBulk, a Worker process (defaults: concurrency 1;
+the drain sweep sets the Worker's ``concurrency`` option, BENCH_CONC)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from _common import (
     Sampling,
     awarm_up,
     collect_latency,
+    conc,
     drain,
     emit,
     latency_stats,
@@ -28,6 +30,9 @@ from bullmq import Queue, Worker
 
 API = {"single": "Queue.add", "bulk": "Queue.addBulk (chunks of 1000)",
        "worker": "Worker (defaults: concurrency 1)"}
+CONCURRENCY = conc(1)
+if CONCURRENCY != 1:
+    API["worker"] = f"Worker (concurrency {CONCURRENCY})"
 
 
 async def run_worker() -> None:
@@ -35,7 +40,7 @@ async def run_worker() -> None:
         if job.name == "lat":
             raw.rpush("bench:lat", time.time() - job.data["t"])
 
-    w = Worker("bench", proc, {"connection": URL})
+    w = Worker("bench", proc, {"connection": URL, "concurrency": CONCURRENCY})
     done = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, done.set)
     await done.wait()
@@ -66,7 +71,8 @@ async def main() -> None:
         else:
             r = drain(n, lambda: int(raw.llen("bull:bench:wait")) + int(raw.llen("bull:bench:active")),
                       lambda: worker([sys.executable, __file__, "worker", "0", URL]), stop)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=CONCURRENCY,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":

@@ -12,6 +12,7 @@ from _common import (
     Phase,
     Sampling,
     collect_latency,
+    conc,
     drain,
     emit,
     latency_stats,
@@ -26,6 +27,10 @@ from celery import Celery, group
 
 API = {"single": "task.delay", "bulk": "group(signatures).apply_async() in chunks of 1000",
        "worker": "celery worker -P solo (one process; defaults otherwise)"}
+CONCURRENCY = conc(1)
+if CONCURRENCY != 1:  # the in-process pool; events the drain does not need off, as celery documents
+    API["worker"] = (f"celery worker -P threads -c {CONCURRENCY} --without-gossip --without-mingle "
+                     "--without-heartbeat (one process)")
 BIN = os.path.dirname(sys.executable)
 app = Celery("celery_sys", broker=os.environ.get("BENCH_URL", URL))
 app.conf.task_default_queue = "bench"
@@ -45,6 +50,9 @@ def main() -> None:
     op, n = op_n()
     cmd = [f"{BIN}/celery", "-A", "celery_sys", "worker", "-P", "solo", "-Q", "bench",
            "--loglevel", "WARNING"]
+    if CONCURRENCY != 1:
+        cmd[5:6] = ["threads", "-c", str(CONCURRENCY), "--without-gossip", "--without-mingle",
+                    "--without-heartbeat"]
     noop.delay(0)  # warm the connection and declare the queue
     raw.delete("bench")
     if op == "single":
@@ -63,7 +71,8 @@ def main() -> None:
             emit(memory_result(n, m0))
         else:
             r = drain(n, lambda: int(raw.llen("bench")) + int(raw.hlen("unacked")), lambda: worker(cmd), stop)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=CONCURRENCY,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":

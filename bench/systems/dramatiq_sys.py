@@ -8,11 +8,27 @@ import sys
 import time
 
 import dramatiq
-from _common import PAYLOAD, URL, Phase, drain, emit, latency_run, memory_result, op_n, raw, stop, worker
+from _common import (
+    PAYLOAD,
+    URL,
+    Phase,
+    conc,
+    drain,
+    emit,
+    latency_run,
+    memory_result,
+    op_n,
+    raw,
+    stop,
+    worker,
+)
 from dramatiq.brokers.redis import RedisBroker
 
 API = {"single": "actor.send", "bulk": "group(messages).run() in chunks of 1000",
        "bulk_send": "actor.send in a loop", "worker": "dramatiq --processes 1 (defaults: 8 threads)"}
+CONCURRENCY = conc(8)
+if CONCURRENCY != 8:
+    API["worker"] = f"dramatiq --processes 1 --threads {CONCURRENCY}"
 BIN = os.path.dirname(sys.executable)
 dramatiq.set_broker(RedisBroker(url=os.environ.get("BENCH_URL", URL)))
 
@@ -29,7 +45,8 @@ def lat(t: float) -> None:
 
 def main() -> None:
     op, n = op_n()
-    cmd = [f"{BIN}/dramatiq", "dramatiq_sys", "--processes", "1", "--queues", "bench"]
+    cmd = [f"{BIN}/dramatiq", "dramatiq_sys", "--processes", "1", "--threads", str(CONCURRENCY),
+           "--queues", "bench"]
     if op in ("single", "bulk_send"):
         with Phase() as ph:
             for _ in range(n):
@@ -46,7 +63,8 @@ def main() -> None:
             emit(memory_result(n, m0))
         else:
             r = drain(n, lambda: int(raw.hlen("dramatiq:bench.msgs")), lambda: worker(cmd), stop)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=CONCURRENCY,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":

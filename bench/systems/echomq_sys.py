@@ -15,11 +15,13 @@ from collections.abc import Callable
 
 from _common import (
     PAYLOAD_BYTES,
+    PROCS,
     URL,
     Phase,
     Sampling,
     awarm_up,
     collect_latency,
+    conc,
     drain,
     emit,
     latency_stats,
@@ -32,12 +34,18 @@ from _common import (
 
 from echomq import AsyncConnector, AsyncQueue, Producer, Verdict, generate, generate_many
 from echomq.runtime.consumer import Consumer
+from echomq.runtime.consumer_options import ConsumerOptions
 
 Q = "bench"
 API = {"single": "AsyncQueue.enqueue", "bulk": "AsyncQueue.enqueue_many (one call, generate_many ids)",
        "bulk_seq": "AsyncQueue.enqueue_many, sequential calls of 1,000 (generate_many per call)",
        "producer": "Producer.put one by one (generate per id; default flush 1,000, 2 in flight)",
        "worker": "Consumer (defaults: concurrency 32, beat 100 ms)"}
+CONCURRENCY = conc(32)
+if CONCURRENCY != 32:
+    API["worker"] = f"Consumer (concurrency {CONCURRENCY}; defaults otherwise)"
+if PROCS > 1:
+    API["worker"] = f"{PROCS} worker processes, each a " + API["worker"]
 
 
 async def run_worker(lat: bool) -> None:
@@ -47,7 +55,7 @@ async def run_worker(lat: bool) -> None:
         if lat:
             raw.rpush("bench:lat", time.time() - float(lease.payload))  # type: ignore[attr-defined]
 
-    consumer = Consumer(queue, handler)
+    consumer = Consumer(queue, handler, options=ConsumerOptions(concurrency=CONCURRENCY))
     await consumer.run()
 
 
@@ -145,8 +153,10 @@ async def main() -> None:
         with Phase() as ph:
             await fill(q, n)
         r = drain(n, lambda: int(raw.zcard(f"emq:{{{Q}}}:pending")) + int(raw.zcard(f"emq:{{{Q}}}:active")),
-                  lambda: worker([sys.executable, __file__, "worker", "0", URL]), stop)
-        r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+                  lambda: [worker([sys.executable, __file__, "worker", "0", URL]) for _ in range(PROCS)],
+                  stop)
+        r.update(api=API["worker"], concurrency=CONCURRENCY, processes=PROCS,
+                 fill_server_us=ph.server_cpu / n * 1e6,
                  life_server_us=ph.server_cpu / n * 1e6 + r["server_us"], fill_noise=ph.noise)
         emit(r)
     elif op == "latency":

@@ -48,7 +48,8 @@ def main() -> None:
                 p.wait(600)
             r = drain(n, lambda: q.count + len(q.started_job_registry),
                       lambda: worker([*cmd, "--burst"]), finish)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=1,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":

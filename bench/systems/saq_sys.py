@@ -14,6 +14,7 @@ from _common import (
     Sampling,
     awarm_up,
     collect_latency,
+    conc,
     drain,
     emit,
     latency_stats,
@@ -27,6 +28,9 @@ from saq import Queue, Worker
 
 API = {"single": "Queue.enqueue", "bulk": "asyncio.gather(Queue.enqueue) in chunks of 1000",
        "worker": "Worker (defaults: concurrency 10), burst=True, dequeue_timeout=1"}
+CONCURRENCY = conc(10)
+if CONCURRENCY != 10:
+    API["worker"] = f"Worker (concurrency {CONCURRENCY}), burst=True, dequeue_timeout=1"
 
 
 async def noop(ctx: Any, *, p: str) -> None:
@@ -42,7 +46,7 @@ async def main() -> None:
     q = Queue.from_url(URL, name="bench")
     await q.connect()
     if op in ("worker", "worker-burst"):
-        await Worker(q, functions=[noop, lat], burst=op == "worker-burst",
+        await Worker(q, functions=[noop, lat], burst=op == "worker-burst", concurrency=CONCURRENCY,
                      dequeue_timeout=1 if op == "worker-burst" else 0).start()
         return
     if op == "single":
@@ -64,7 +68,8 @@ async def main() -> None:
                 p.wait(600)
             r = drain(n, lambda: int(raw.llen("saq:bench:queued")) + int(raw.llen("saq:bench:active")),
                       lambda: worker([sys.executable, __file__, "worker-burst", "0", URL]), finish)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=CONCURRENCY,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":

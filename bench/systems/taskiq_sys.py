@@ -16,6 +16,7 @@ from _common import (
     Sampling,
     awarm_up,
     collect_latency,
+    conc,
     drain,
     emit,
     latency_stats,
@@ -34,6 +35,10 @@ API = {"single": f"task.kiq ({NAME})",
        "bulk": f"asyncio.gather(task.kiq) in chunks of {CHUNK} ({NAME})",
        "worker": f"taskiq worker --workers 1 ({NAME}, defaults otherwise)"}
 BIN = os.path.dirname(sys.executable)
+CONCURRENCY = conc(100)
+if CONCURRENCY != 100:  # and as many deliveries prefetched beyond them (taskiq's --max-prefetch)
+    API["worker"] = (f"taskiq worker --workers 1 --max-async-tasks {CONCURRENCY} --max-prefetch "
+                     f"{CONCURRENCY} ({NAME})")
 # (CHUNK: 1,000, and on a busy machine 500, concurrent kiq calls fail with SendTaskError,
 # a connection each from the broker's pool; 250 at a time worked for both brokers.)
 _url = os.environ.get("BENCH_URL", URL)
@@ -69,6 +74,8 @@ async def main() -> None:
     op, n = op_n()
     await broker.startup()
     cmd = [f"{BIN}/taskiq", "worker", "taskiq_sys:broker", "--workers", "1"]
+    if CONCURRENCY != 100:
+        cmd += ["--max-async-tasks", str(CONCURRENCY), "--max-prefetch", str(CONCURRENCY)]
     if op == "single":
         with Phase() as ph:
             for _ in range(n):
@@ -85,7 +92,8 @@ async def main() -> None:
             emit(memory_result(n, m0))
         else:
             r = drain(n, backlog, lambda: worker(cmd), stop)
-            r.update(api=API["worker"], fill_server_us=ph.server_cpu / n * 1e6,
+            r.update(api=API["worker"], concurrency=CONCURRENCY,
+                     fill_server_us=ph.server_cpu / n * 1e6,
                      life_server_us=ph.server_cpu / n * 1e6 + r["server_us"])
             emit(r)
     elif op == "latency":
