@@ -37,6 +37,7 @@ from echomq import AsyncConnector, AsyncQueue, Lease
 try:
     from echomq import generate_many
     from echomq.protocol import calls as p
+    from echomq.protocol import decode_leases
 except ImportError:  # an older package measured (PYTHONPATH), e.g. 4972e94: its own builders
     from echomq import generate
     p = None  # type: ignore[assignment]
@@ -128,6 +129,8 @@ def main() -> None:
             ids = r.zrange(pending, 0, a.window - 1)
             _, keys, args = build_claim(ids[: a.trim], size, 600_000)
             o = r.evalsha(claim, len(keys), *keys, *args)
+            if p is not None:  # this package's reply (its deadline and stride first)
+                return list(decode_leases("q", o))
             return [Lease(queue="q", id=o[j].decode(), attempt=int(o[j + 1]), payload=o[j + 2],
                           lane=None, deadline_ms=0) for j in range(0, len(o) - len(o) % stride, stride)]
 

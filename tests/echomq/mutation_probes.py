@@ -16,8 +16,11 @@ from typing import Any
 
 from echomq import AsyncQueue, AsyncShardedQueue, QueueOptions, RateLimit, Verdict, generate
 from echomq.core.model import Completion, ProgressOutcome, RetryOutcome
+from echomq.protocol import calls, decode_leases
 from echomq.protocol.flows import flow_child, flow_parent, flow_start, member
 from echomq.protocol.reservations import decode_reservation, reserve
+from echomq.protocol.resharding import import_row
+from echomq.protocol.schedules import Schedule, decode_schedule
 
 Probe = Callable[[Any, str], Awaitable[None]]
 
@@ -253,6 +256,70 @@ async def queue_rate_limit_is_exact(conn: Any, name: str) -> None:
     assert (await q.stats()).pending == 1
 
 
+async def claim_leases_only_pending_jobs(conn: Any, name: str) -> None:
+    """A claim handed the id of a job that is leased, or done, leases nothing: only a
+    pending job is leased (the candidates come from a peek that may be stale)."""
+    q = AsyncQueue(conn, name)
+    jid = generate("JOB")
+    await q.admit(jid, b"x")
+    [lease] = await q.claim(1, lease_ms=60_000)
+    assert lease.id == jid
+    again = decode_leases(name, await conn.run(calls.claim(q.k, [jid], count=1, lease_ms=60_000)))
+    assert list(again) == [], again  # active: not leased twice
+    assert await q.complete(lease, b"") is Completion.COMPLETED
+    again = decode_leases(name, await conn.run(calls.claim(q.k, [jid], count=1, lease_ms=60_000)))
+    assert list(again) == [], again  # done: never run again
+    row = await q.job(jid)
+    assert row is not None and row["state"] == b"done" and row["attempts"] == b"1", row
+
+
+async def _plain_then(conn: Any, name: str) -> tuple[AsyncQueue, str]:
+    """A queue made by a plain admission (its meta records 'plain': the claim reads no lane,
+    priority or timeout field), and that first job's id."""
+    q = AsyncQueue(conn, name)
+    first = generate("JOB")
+    assert await q.enqueue_many([(first, b"plain")]) == [Verdict.ENQUEUED]
+    return q, first
+
+
+async def _leased_options(q: AsyncQueue, jid: str) -> tuple[str | None, int | None]:
+    leases = {lease.id: lease for lease in await q.claim(10, lease_ms=60_000)}
+    assert jid in leases, leases
+    return leases[jid].lane, leases[jid].timeout_ms
+
+
+async def options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
+    """A job admitted with a serial lane and a timeout into a queue of plain jobs is leased
+    with both (its admission clears the queue's 'plain'), and its lane holds the next job."""
+    q, _ = await _plain_then(conn, name)
+    a, b = generate("JOB"), generate("JOB")
+    await q.admit(a, b"a", lane="s", serial=True, timeout_ms=5_000)
+    await q.admit(b, b"b", lane="s", serial=True)
+    assert await _leased_options(q, a) == ("s", 5_000)
+    assert (await q.stats()).pending == 1  # b waits for its serial lane
+
+
+async def scheduled_options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
+    """A schedule's job with a lane and a timeout, admitted into a queue of plain jobs, is
+    leased with both (the schedule script clears the queue's 'plain')."""
+    q, _ = await _plain_then(conn, name)
+    sched = Schedule(name="probe", queue=name, every_ms=1_000, lane="L", timeout_ms=5_000)
+    tick = sched.latest(int(time.time() * 1000) - 5_000)
+    got = decode_schedule(await conn.run(sched.call([tick], floor=tick - 1_000)))
+    assert got.admitted == [sched.job_id(tick)], got
+    assert await _leased_options(q, sched.job_id(tick)) == ("L", 5_000)
+
+
+async def imported_options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
+    """A row with a lane and a timeout moved by a reshard into a shard of plain jobs is
+    leased with both (import_row clears the shard's 'plain')."""
+    q, _ = await _plain_then(conn, name)
+    jid = generate("JOB")
+    row = {"state": b"pending", "attempts": b"0", "payload": b"x", "lane": b"L", "timeout": b"5000"}
+    assert await conn.run(import_row(q.k, jid, "pending", 0, False, row)) == 1
+    assert await _leased_options(q, jid) == ("L", 5_000)
+
+
 PROBES: dict[str, Probe] = {p.__name__: p for p in (
     expired_lease_is_refused, retry_applies_the_jobs_own_limit, queue_rate_limit_is_exact,
     reap_applies_the_jobs_own_limit, lane_rate_limit_holds, flow_notice_counts_once,
@@ -260,4 +327,5 @@ PROBES: dict[str, Probe] = {p.__name__: p for p in (
     flow_same_slot_child_of_a_cancelled_flow_changes_nothing, flow_ack_keeps_a_newer_notice,
     flow_start_leaves_a_finished_child, batch_plain_job_is_tagged_on_vtime,
     reserve_resend_completes, reserve_young_is_respected, reserve_stale_is_repaired,
-    reserve_takeover_is_fenced)}
+    reserve_takeover_is_fenced, claim_leases_only_pending_jobs, options_on_a_plain_queue_are_read,
+    scheduled_options_on_a_plain_queue_are_read, imported_options_on_a_plain_queue_are_read)}

@@ -127,17 +127,23 @@ def decode_completions(replies: Sequence[Any]) -> list[Completion]:
 
 
 def decode_leases(queue: str, flat: Any) -> Claimed:
-    """A claim's reply: 6 fields per lease (the last the job's own handler timeout, '' for
-    none), then (when the gate held a job back) -1 for a paused queue or the ms until the
-    next rate token is due."""
+    """A claim's reply: the leases' deadline, the fields per lease (3 in a plain queue: id,
+    attempt, payload; else 5: lane and the job's own handler timeout too, '' for none),
+    the leases, then (when the gate held a job back) -1 for a paused queue or the ms until
+    the next rate token is due."""
     flat = _raise_if_error(flat)
-    held = int(flat[-1]) if len(flat) % 6 == 1 else None
-    leases = [  # new_lease: Lease(...) without the frozen __init__'s cost, the same value
-        new_lease(queue, text(flat[i]), int(flat[i + 1]), flat[i + 2] or b"",
-                  text(flat[i + 3]) or None, int(flat[i + 4]),
-                  int(flat[i + 5]) if flat[i + 5] else None)
-        for i in range(0, len(flat) - len(flat) % 6, 6)
-    ]
+    deadline, stride = int(flat[0]), int(flat[1])
+    body = len(flat) - 2
+    held = int(flat[-1]) if body % stride == 1 else None
+    end = 2 + body - body % stride
+    # new_lease: Lease(...) without the frozen __init__'s cost, the same value
+    if stride == 3:
+        leases = [new_lease(queue, text(flat[i]), int(flat[i + 1]), flat[i + 2] or b"", None, deadline, None)
+                  for i in range(2, end, 3)]
+    else:
+        leases = [new_lease(queue, text(flat[i]), int(flat[i + 1]), flat[i + 2] or b"",
+                            text(flat[i + 3]) or None, deadline, int(flat[i + 4]) if flat[i + 4] else None)
+                  for i in range(2, end, 5)]
     return Claimed(leases, paused=held == -1, wait_ms=held if held is not None and held >= 0 else None)
 
 

@@ -23,10 +23,11 @@
 -- ARGV[1] lease_ms: lease length in milliseconds, 1..86400000
 -- ARGV[2] count: most jobs to lease, 0..10000
 -- ARGV[3..] ids: the candidate ids
--- RETURNS: flat array, 6 per leased job: id, attempt, payload, lane ('' for none),
---   deadline, timeout (the job's handler timeout in ms, '' for none); then, when the gate
---   held a candidate back, one more element: -1 if the queue is paused, else the
---   milliseconds until the first held-back token is due
+-- RETURNS: flat array: the leases' deadline (server ms, one for all), the fields per
+--   lease (3 in a plain queue, else 5), then per leased job: id, attempt, payload, and
+--   unless plain lane ('' for none) and timeout (the job's handler timeout in ms, '' for
+--   none); then, when the gate held a candidate back, one more element: -1 if the queue
+--   is paused, else the milliseconds until the first held-back token is due
 -- ERRORS: EMQARG a malformed argument; EMQKEYS job keys not the ids' or not this queue's;
 --   EMQVERSION another major version; nothing written
 -- @include now
@@ -51,7 +52,8 @@ local call, now = redis.call, now_ms()
 local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
 if g.on then g.want = count end -- the gate reads its log in slices of this many
 local due = fmt(now + lease) -- the deadline, formatted once (a score and a reply field)
-local out, gone, active, seen, leased, top, vtime, told = {}, {}, {}, {}, 0, 0, nil, {}
+local stride = g.plain and 3 or 5 -- a plain queue's leases have no lane or timeout to send
+local out, gone, active, seen, leased, top, vtime, told = {due, stride}, {}, {}, {}, 0, 0, nil, {}
 -- Deadlines are read only while some waiting job has one: every such job is on the index
 -- (admit, retry, reap, requeue put it there), so a queue that never uses expires_ms pays one
 -- EXISTS per call and nothing per job (decision 0045; issue 30).
@@ -74,21 +76,27 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
     if score and leased < count and not seen[id] then
       seen[id] = true
       local job = KEYS[j + 11]
-      local row = timed and call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio',
-                                 'timeout', 'exp')
-                        or call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout')
-      local lane, serial, prio = row[2], row[3] == '1', row[6] and tonumber(row[6]) or 0
+      local state, lane, serial, payload, tries, prio, timeout, exp
+      if g.plain then -- no lane, serial lane, priority or timeout on any row: those fields are not read
+        state, payload, tries, exp = unpack(timed and call('HMGET', job, 'state', 'payload', 'attempts', 'exp')
+                                            or call('HMGET', job, 'state', 'payload', 'attempts'))
+      else
+        state, lane, serial, payload, tries, prio, timeout, exp = unpack(timed
+          and call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout', 'exp')
+          or call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout'))
+      end
+      serial, prio = serial == '1', prio and tonumber(prio) or 0
       local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority
-      if not row[1] then
+      if not state then
         gone[#gone + 1] = id -- a pending entry without a row cannot run; drop it
-      elseif row[8] and tonumber(row[8]) <= now then -- fence: past its deadline: expired, not leased
+      elseif exp and tonumber(exp) <= now then -- fence: past its deadline: expired, not leased
         gone[#gone + 1], told[#told + 1] = id, id
         call('ZREM', KEYS[10], id)
         expire(job, KEYS[9], KEYS[5], KEYS[11], id, lane, now)
       elseif not (serial and (call('HGET', KEYS[5], lane) or id) ~= id) and (not g.on or gate_take(g, lane)) then
-        local attempt = tonumber(row[5] or '0') + 1
+        local attempt = tonumber(tries or '0') + 1
         call('HSET', job, 'state', 'active', 'attempts', attempt)
-        if row[8] then call('ZREM', KEYS[10], id) end -- started in time: off the expiry index
+        if exp then call('ZREM', KEYS[10], id) end -- started in time: off the expiry index
         gone[#gone + 1], active[#active + 1] = id, id
         if line then
           if serial then call('HSET', KEYS[5], lane, id) end
@@ -97,9 +105,9 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
           vtime = vtime or tonumber(call('HGET', KEYS[4], 'vtime') or '0')
           if tag > top then top = tag end
         end
-        local o = leased * 6
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
-          id, attempt, row[4], lane or '', due, row[7] or ''
+        local o = 2 + leased * stride
+        out[o + 1], out[o + 2], out[o + 3] = id, attempt, payload
+        if stride == 5 then out[o + 4], out[o + 5] = lane or '', timeout or '' end
         leased = leased + 1
       end
       if #gone >= 512 then flush() end

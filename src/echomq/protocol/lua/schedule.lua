@@ -77,6 +77,9 @@ for i, tick in ipairs(ticks) do
       if ARGV[5] ~= '' then redis.call('HSET', KEYS[5 + i], 'max', ARGV[5]) end
       if ARGV[7] ~= '' then redis.call('HSET', KEYS[5 + i], 'timeout', ARGV[7]) end
       if ARGV[8] ~= '0' then redis.call('HSET', KEYS[5 + i], 'prio', ARGV[8]) end
+      if ARGV[4] ~= '' or ARGV[7] ~= '' or ARGV[8] ~= '0' then -- fence: the claim reads its options
+        redis.call('HDEL', KEYS[4], 'plain')
+      end
       pend(KEYS[2], KEYS[3], KEYS[4], KEYS[5], id, ARGV[4], false, KEYS[5 + i])
       out[#out + 1] = id
     end

@@ -7,14 +7,17 @@
 -- is not leased: it stays pending and no attempt is counted.
 -- gate_open(meta, rate, lane_rate, lane_seen, now) -> g, one HMGET of meta; no write. A
 --   caller that may take more than one lease sets g.want to how many (the log's read slice).
+--   g.plain: the queue's meta says no row of it has a lane, priority or timeout (meta
+--   'plain', docs/protocol.md "What each feature costs"), so the claim reads none of those fields.
 -- gate_take(g, lane) -> true when one more lease fits (counted in g), else false with
 --   g.wait lowered to the ms until the first held token is due.
 -- gate_close(g): record the leases taken in the logs (the gate's only writes).
 -- @include now
 local function gate_open(meta, rate, lane_rate, lane_seen, now)
-  local m = redis.call('HMGET', meta, 'paused', 'rate_max', 'rate_ms', 'lane_max', 'lane_ms')
-  if m[1] ~= '1' and not m[2] and not m[4] then return {on = false, used = 0} end -- no gate
-  return {on = true, now = now, paused = m[1] == '1', qmax = tonumber(m[2]), qms = tonumber(m[3]),
+  local m = redis.call('HMGET', meta, 'paused', 'rate_max', 'rate_ms', 'lane_max', 'lane_ms', 'plain')
+  local plain = m[6] == '1'
+  if m[1] ~= '1' and not m[2] and not m[4] then return {on = false, used = 0, plain = plain} end -- no gate
+  return {on = true, now = now, plain = plain, paused = m[1] == '1', qmax = tonumber(m[2]), qms = tonumber(m[3]),
           lmax = tonumber(m[4]), lms = tonumber(m[5]), used = 0, logs = {}, wait = nil,
           rate = rate, lane_rate = lane_rate, lane_seen = lane_seen}
 end
