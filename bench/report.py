@@ -97,6 +97,12 @@ def main() -> None:
       "same jobs per call; in lists of 1,000 for the sequential row), which the bulk rows are "
       "divided by, and `enqueue.lua` (its seven keys: job, pending, wake, meta, parked, active, "
       "rate), one call per job, the limit of one-at-a-time admission.")
+    sweep = res["settings"].get("sweep")
+    if sweep:
+        w(f"- The drain, every system at its best (issue 30 item 2): one worker process at concurrency "
+          f"{', '.join(map(str, sweep))} through each system's own knob (table 3), the same "
+          f"{res['settings']['reps']} run(s) per level for every system, EchoMQ included; each system's "
+          "best level is its row, and the targets compare best with best.")
     w("- Each peer's fastest documented path: taskiq's list and stream brokers, dramatiq's `send` and "
       "`group`, rq's `enqueue_many` and non-forking `SimpleWorker`; arq, saq, bullmq, celery as "
       "bench/peers.txt pins them.")
