@@ -213,6 +213,15 @@ def main() -> None:
             if x and "rate" in x:
                 w(f"| {k} | {x['rate']:,.0f} | {x['server_us']:.1f} | {x['client_us']:.1f} | {noise(x)} | "
                   f"{x.get('runs', '')} |")
+        if one and one.get("server_us") and one.get("client_us"):
+            # The model for more processes (issue 30 item 3): each process needs client_us of a
+            # core per job, the one server server_us of its one core per job (claim + complete).
+            cap = 1e6 / one["server_us"]
+            w(f"\nThe model for more: N processes on N free cores drain at most min(N × 1e6 ÷ "
+              f"{one['client_us']:.1f}, 1e6 ÷ {one['server_us']:.1f}) jobs/s (client µs per job per "
+              f"process, server µs per job on its one core): the server's core caps the drain at "
+              f"~{cap:,.0f} jobs/s, reached at N ≈ {one['client_us'] / one['server_us']:.1f}. Here the "
+              "processes share one client core with the driver, so a second process adds no core.")
         w("")
     w("Server µs per job over its whole life (admission + claim + complete), which caps what any number "
       "of workers can drain from one server; claim + complete counted from the first job taken, over "
