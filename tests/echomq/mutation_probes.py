@@ -289,35 +289,51 @@ async def _leased_options(q: AsyncQueue, jid: str) -> tuple[str | None, int | No
 
 
 async def options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
-    """A job admitted with a serial lane and a timeout into a queue of plain jobs is leased
-    with both (its admission clears the queue's 'plain'), and its lane holds the next job."""
+    """A job admitted with a timeout into a queue of plain jobs is leased with it (its
+    admission clears the queue's 'plain'; a timeout puts nothing in lanes, so only that
+    clear tells the claim), as is a later job on a serial lane, which holds the next."""
     q, _ = await _plain_then(conn, name)
-    a, b = generate("JOB"), generate("JOB")
+    t, a, b = generate("JOB"), generate("JOB"), generate("JOB")
+    await q.admit(t, b"t", timeout_ms=5_000)
+    assert await _leased_options(q, t) == (None, 5_000)
     await q.admit(a, b"a", lane="s", serial=True, timeout_ms=5_000)
     await q.admit(b, b"b", lane="s", serial=True)
     assert await _leased_options(q, a) == ("s", 5_000)
     assert (await q.stats()).pending == 1  # b waits for its serial lane
 
 
-async def scheduled_options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
-    """A schedule's job with a lane and a timeout, admitted into a queue of plain jobs, is
-    leased with both (the schedule script clears the queue's 'plain')."""
+async def an_older_clients_lane_is_read(conn: Any, name: str) -> None:
+    """A serial-lane job in a queue whose meta still says 'plain' (as an older client's
+    admission leaves it: it does not know the flag) is leased with its lane, and holds it:
+    while a job waits on a line, the claim reads every option."""
     q, _ = await _plain_then(conn, name)
-    sched = Schedule(name="probe", queue=name, every_ms=1_000, lane="L", timeout_ms=5_000)
+    a, b = generate("JOB"), generate("JOB")
+    await q.admit(a, b"a", lane="s", serial=True)
+    await q.admit(b, b"b", lane="s", serial=True)
+    await conn.command("HSET", q.k.meta, "plain", "1")  # what an older client leaves
+    assert await _leased_options(q, a) == ("s", None)
+    assert (await q.stats()).pending == 1  # b waits for its serial lane
+
+
+async def scheduled_options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
+    """A schedule's job with a timeout, admitted into a queue of plain jobs, is leased with
+    it (the schedule script clears the queue's 'plain'; a timeout puts nothing in lanes)."""
+    q, _ = await _plain_then(conn, name)
+    sched = Schedule(name="probe", queue=name, every_ms=1_000, timeout_ms=5_000)
     tick = sched.latest(int(time.time() * 1000) - 5_000)
     got = decode_schedule(await conn.run(sched.call([tick], floor=tick - 1_000)))
     assert got.admitted == [sched.job_id(tick)], got
-    assert await _leased_options(q, sched.job_id(tick)) == ("L", 5_000)
+    assert await _leased_options(q, sched.job_id(tick)) == (None, 5_000)
 
 
 async def imported_options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
-    """A row with a lane and a timeout moved by a reshard into a shard of plain jobs is
-    leased with both (import_row clears the shard's 'plain')."""
+    """A row with a timeout moved by a reshard into a shard of plain jobs is leased with it
+    (import_row clears the shard's 'plain'; a timeout puts nothing in lanes)."""
     q, _ = await _plain_then(conn, name)
     jid = generate("JOB")
-    row = {"state": b"pending", "attempts": b"0", "payload": b"x", "lane": b"L", "timeout": b"5000"}
+    row = {"state": b"pending", "attempts": b"0", "payload": b"x", "timeout": b"5000"}
     assert await conn.run(import_row(q.k, jid, "pending", 0, False, row)) == 1
-    assert await _leased_options(q, jid) == ("L", 5_000)
+    assert await _leased_options(q, jid) == (None, 5_000)
 
 
 PROBES: dict[str, Probe] = {p.__name__: p for p in (
@@ -328,4 +344,5 @@ PROBES: dict[str, Probe] = {p.__name__: p for p in (
     flow_start_leaves_a_finished_child, batch_plain_job_is_tagged_on_vtime,
     reserve_resend_completes, reserve_young_is_respected, reserve_stale_is_repaired,
     reserve_takeover_is_fenced, claim_leases_only_pending_jobs, options_on_a_plain_queue_are_read,
+    an_older_clients_lane_is_read,
     scheduled_options_on_a_plain_queue_are_read, imported_options_on_a_plain_queue_are_read)}

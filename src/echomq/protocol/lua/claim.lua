@@ -52,7 +52,11 @@ local call, now = redis.call, now_ms()
 local g = gate_open(KEYS[4], KEYS[6], KEYS[7], KEYS[8], now)
 if g.on then g.want = count end -- the gate reads its log in slices of this many
 local due = fmt(now + lease) -- the deadline, formatted once (a score and a reply field)
-local stride = g.plain and 3 or 5 -- a plain queue's leases have no lane or timeout to send
+-- A plain queue (meta 'plain', docs/decisions/0044) reads no lane, priority or timeout
+-- field, unless a job waits on a lane or priority line: an older client's admission of
+-- such a job does not clear 'plain', and its line is in lanes while it waits.
+local plain = g.plain and call('EXISTS', KEYS[3]) == 0 -- fence: a waiting line reads options
+local stride = plain and 3 or 5 -- a plain queue's leases have no lane or timeout to send
 local out, gone, active, seen, leased, top, vtime, told = {due, stride}, {}, {}, {}, 0, 0, nil, {}
 -- Deadlines are read only while some waiting job has one: every such job is on the index
 -- (admit, retry, reap, requeue put it there), so a queue that never uses expires_ms pays one
@@ -77,7 +81,7 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
       seen[id] = true
       local job = KEYS[j + 11]
       local state, lane, serial, payload, tries, prio, timeout, exp
-      if g.plain then -- no lane, serial lane, priority or timeout on any row: those fields are not read
+      if plain then -- no lane, serial lane, priority or timeout on any row: those fields are not read
         state, payload, tries, exp = unpack(timed and call('HMGET', job, 'state', 'payload', 'attempts', 'exp')
                                             or call('HMGET', job, 'state', 'payload', 'attempts'))
       else
