@@ -17,7 +17,7 @@ from typing import Any
 from echomq import AsyncQueue, AsyncShardedQueue, QueueOptions, RateLimit, Verdict, generate
 from echomq.core.model import Completion, ProgressOutcome, RetryOutcome
 from echomq.protocol import calls, decode_leases
-from echomq.protocol.flows import flow_child, flow_parent, flow_start, member
+from echomq.protocol.flows import FlowSpec, StepOptions, flow_child, flow_parent, flow_start, member
 from echomq.protocol.reservations import decode_reservation, reserve
 from echomq.protocol.resharding import import_row
 from echomq.protocol.schedules import Schedule, decode_schedule
@@ -302,6 +302,16 @@ async def options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
     assert (await q.stats()).pending == 1  # b waits for its serial lane
 
 
+async def flow_step_options_on_a_plain_queue_are_read(conn: Any, name: str) -> None:
+    """A flow step with a timeout, admitted into a queue of plain jobs, is leased with it
+    (include/steps.lua clears the queue's 'plain')."""
+    q, _ = await _plain_then(conn, name)
+    pid, cid = generate("JOB"), generate("JOB")
+    child = FlowSpec(name, cid, b"c", options=StepOptions(timeout_ms=5_000))
+    assert await q.flows.admit_tree(FlowSpec(name, pid, b"p", (child,), "ignore"))
+    assert await _leased_options(q, cid) == (None, 5_000)
+
+
 async def an_older_clients_lane_is_read(conn: Any, name: str) -> None:
     """A serial-lane job in a queue whose meta still says 'plain' (as an older client's
     admission leaves it: it does not know the flag) is leased with its lane, and holds it:
@@ -344,5 +354,5 @@ PROBES: dict[str, Probe] = {p.__name__: p for p in (
     flow_start_leaves_a_finished_child, batch_plain_job_is_tagged_on_vtime,
     reserve_resend_completes, reserve_young_is_respected, reserve_stale_is_repaired,
     reserve_takeover_is_fenced, claim_leases_only_pending_jobs, options_on_a_plain_queue_are_read,
-    an_older_clients_lane_is_read,
+    an_older_clients_lane_is_read, flow_step_options_on_a_plain_queue_are_read,
     scheduled_options_on_a_plain_queue_are_read, imported_options_on_a_plain_queue_are_read)}

@@ -57,7 +57,7 @@ if not known then redis.call('HSET', KEYS[3], 'protocol', PROTOCOL) end
 redis.call('HSET', KEYS[1], 'state', 'waiting', 'attempts', '0', 'payload', ARGV[2],
            'children', #ARGV - 11, 'settled', '0', 'policy', policy)
 if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'parent', ARGV[11]) end
-step_row(KEYS[1], delay)
+step_row(KEYS[1], delay, KEYS[3])
 for s = 1, #fields, 256 do
   redis.call('HSET', KEYS[1], unpack(fields, s, math.min(s + 255, #fields)))
 end

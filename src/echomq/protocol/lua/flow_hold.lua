@@ -48,7 +48,7 @@ if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if not known then redis.call('HSET', KEYS[3], 'protocol', PROTOCOL) end
 redis.call('HSET', KEYS[1], 'state', 'held', 'attempts', '0', 'payload', ARGV[2], 'parent', ARGV[11])
-step_row(KEYS[1], delay)
+step_row(KEYS[1], delay, KEYS[3])
 redis.call('ZADD', KEYS[2], now_ms(), ARGV[1])
 if expires then redis.call('HSET', KEYS[1], 'exp', fmt(now_ms() + expires)) end
 return 1
