@@ -37,7 +37,7 @@ from codemojex.domain.errors import ConfigurationError, DatabaseError, Reason
 from codemojex.game.app import App
 from codemojex.game.report import Tally
 from codemojex.infra.datadir import DataDir
-from codemojex.infra.waiting import wait_for
+from codemojex.infra.waiting import repeat_until, wait_for
 from codemojex.service import Admitted, RoundPlan, Services, derive_id, kick, round_id, schedule, submit
 from codemojex.service.codec import OpenRound, encode
 from codemojex.wallet import ensure_player, get_round, grant_start, reads
@@ -223,19 +223,18 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
         t_round = bars.add_task("rounds settled", total=opts.rounds)
 
         async def refresh() -> None:
-            while True:
-                try:
-                    scored = await reads.count_scored(services.pool, rids)
-                    settled = await reads.count_settled(services.pool, rids)
-                except DatabaseError:  # the bars wait for the database like everything else
-                    await asyncio.sleep(0.2)
-                    continue
-                bars.update(t_sub, completed=tally.submitted)
-                bars.update(t_score, completed=scored, total=max(tally.admitted, scored))
-                bars.update(t_round, completed=settled)
-                await asyncio.sleep(0.2)
+            try:
+                scored = await reads.count_scored(services.pool, rids)
+                settled = await reads.count_settled(services.pool, rids)
+            except DatabaseError:  # the bars wait for the database like everything else
+                return
+            bars.update(t_sub, completed=tally.submitted)
+            bars.update(t_score, completed=scored, total=max(tally.admitted, scored))
+            bars.update(t_round, completed=settled)
 
-        ticker = asyncio.create_task(refresh())
+        # Ended by its flag: a cancel alone can be swallowed by a pool checkout (repeat_until).
+        done = asyncio.Event()
+        ticker = asyncio.create_task(repeat_until(done, refresh, every_s=0.2))
         try:
             for rid in rids:
                 async def is_open(rid: str = rid) -> bool:
@@ -263,6 +262,7 @@ async def _drive(services: Services, opts: PlayOptions, tally: Tally, console: C
 
             await wait_for(drained, timeout_s=60, every_s=0.1, what="notifications")
         finally:
+            done.set()
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
         bars.update(t_sub, completed=tally.submitted, total=tally.submitted)
