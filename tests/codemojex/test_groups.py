@@ -106,3 +106,21 @@ async def test_a_flush_runs_in_the_context_of_its_first_caller() -> None:
     assert await asyncio.gather(call_as("second"), call_as("third")) == ["second", "third"]
     await first
     assert seen == ["first", "second"]  # not the first caller's context for the next batch
+
+
+async def test_a_call_that_arrives_as_the_last_drain_ends_is_flushed_without_another_call() -> None:
+    """A call whose first step runs after the drain saw nothing waiting and returned, but
+    before any done-callback of the drain's task: it must start a drain of its own (it once
+    found the slot still taken and waited for a next call that may never come)."""
+    loop = asyncio.get_running_loop()
+    late: list[asyncio.Task[int]] = []
+    group: GroupCommit[int, int]
+
+    async def flush(items: list[int]) -> list[int]:
+        if not late:  # scheduled now, it runs just before the drain wakes up to answer [1]
+            loop.call_soon(lambda: late.append(asyncio.create_task(group.call(2))))
+        return [i * 10 for i in items]
+
+    group = GroupCommit(flush, max_items=8, flushes=1)
+    assert await group.call(1) == 10
+    assert await asyncio.wait_for(late[0], 5) == 20  # a hang, not a time: no other call comes

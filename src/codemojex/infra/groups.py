@@ -46,15 +46,24 @@ class GroupCommit(Generic[I, R]):
         fut.add_done_callback(_observed)  # a caller cancelled meanwhile never reads it
         self._waiting.append((item, fut, contextvars.copy_context()))
         if len(self._running) < self.flushes:
-            task = asyncio.create_task(self._drain())
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            self._running.add(asyncio.create_task(self._drain()))
         return await asyncio.shield(fut)
 
     async def _run(self, items: list[I]) -> Sequence[R]:
         return await self._flush(items)
 
     async def _drain(self) -> None:
+        try:
+            await self._drain_waiting()
+        finally:
+            # Out of _running the moment it sees nothing waiting, with no await in between: a
+            # done-callback would run a loop turn later, and a call() arriving in that turn
+            # would find every slot taken and start no drain, its item left until another call.
+            task = asyncio.current_task()
+            if task is not None:
+                self._running.discard(task)
+
+    async def _drain_waiting(self) -> None:
         while self._waiting:
             batch = self._waiting[: self.max_items]
             del self._waiting[: self.max_items]
