@@ -112,18 +112,12 @@ async def _main(valkey_url: str, pg_url: str, settings: object, plan: SeriesSett
                 console: Console) -> bool:
     from codemojex.bot.runtime import BotApp, BotSettings
     from codemojex.bot.standin import StandIn
-    from codemojex.infra.pg import open_pool
     from codemojex.service import Services
-    from codemojex.wallet import migrate, retry
-    from codemojex.wallet.migrate import GAME_ROLE
+    from codemojex.service.database import migrate_then_open
     from echomq import connect_async
 
-    owner = await open_pool(pg_url, min_size=1, max_size=1, name="codemojex-migrate")
-    try:  # migrations run as the owner role; the bot itself as the game's role, like play
-        await retry(lambda: migrate(owner), what="migrate", pool=owner)
-    finally:
-        await owner.close()
-    pool = await open_pool(pg_url, min_size=2, max_size=16, role=GAME_ROLE)
+    # migrations run as the owner role; the bot itself as the game's role, like play
+    pool = await migrate_then_open(pg_url, min_size=2, max_size=16)
     connector = connect_async(valkey_url)
     try:
         services = Services(pool, connector)

@@ -190,20 +190,14 @@ def bench(players: int, rounds: int, round_seconds: float, in_flight: int, idle_
 
 
 async def _bench(valkey_url: str, pg_url: str, opts: object, score_shards: int) -> Any:
-    from codemojex.infra.pg import open_pool
     from codemojex.ops.bench import BenchOptions
     from codemojex.ops.bench import bench as run
-    from codemojex.wallet import migrate, reads, retry
-    from codemojex.wallet.migrate import GAME_ROLE
+    from codemojex.service.database import migrate_then_open
+    from codemojex.wallet import reads
     from echomq import connect_async
 
     assert isinstance(opts, BenchOptions)
-    owner = await open_pool(pg_url, min_size=1, max_size=1, name="codemojex-migrate")
-    try:
-        await retry(lambda: migrate(owner), what="migrate", pool=owner)
-    finally:
-        await owner.close()
-    pool = await open_pool(pg_url, min_size=4, max_size=24, role=GAME_ROLE)
+    pool = await migrate_then_open(pg_url, min_size=4, max_size=24)
     connector = connect_async(valkey_url)
     try:
         with reads.retrying():
@@ -248,19 +242,13 @@ async def _play(valkey_url: str, pg_url: str, opts: object, console: Console, da
                 game: dict[str, object] | None, score_shards: int = 0) -> bool:
     from codemojex.game.play import PlayOptions
     from codemojex.infra.datadir import DataDir
-    from codemojex.infra.pg import open_pool
-    from codemojex.wallet import migrate, reads, retry
-    from codemojex.wallet.migrate import GAME_ROLE
+    from codemojex.service.database import migrate_then_open
+    from codemojex.wallet import reads
     from echomq import connect_async
 
     assert isinstance(opts, PlayOptions) and isinstance(data, DataDir)
-    owner = await open_pool(pg_url, min_size=1, max_size=1, name="codemojex-migrate")
-    try:  # migrations run as the owner role (the connecting user hands them to it)
-        with reads.retrying():
-            await retry(lambda: migrate(owner), what="migrate", pool=owner)
-    finally:
-        await owner.close()
-    pool = await open_pool(pg_url, min_size=4, max_size=24, role=GAME_ROLE)  # the game's privileges
+    with reads.retrying():  # migrations as the owner role, then the game's privileges
+        pool = await migrate_then_open(pg_url, min_size=4, max_size=24)
     connector = connect_async(valkey_url)
     try:
         with reads.retrying():  # every read of the run and its report rides out a restart
