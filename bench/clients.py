@@ -25,6 +25,8 @@ import valkey.asyncio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 from echomq import ids  # noqa: E402  (pure module: no project deps beyond stdlib)
+from echomq.protocol import calls as builders  # noqa: E402
+from echomq.protocol.keyspace import QueueKeys  # noqa: E402
 from echomq.protocol.scripts import load  # noqa: E402
 
 FLUSH = 1000
@@ -37,13 +39,13 @@ def server_cpu(r: redis.Redis) -> float:
 
 
 def calls(n: int) -> list[tuple[list[str], list[bytes | str]]]:
+    # enqueue.lua's KEYS and ARGV from the queue's own builder (checked against the script's
+    # header at import), so the rows cannot drift from the script again (they did twice).
+    k = QueueKeys.of("cl")
     out = []
     for _ in range(n):
-        jid = ids.generate("JOB")
-        # enqueue.lua's seven keys, in its header's order, and the bench's 64-byte payload.
-        out.append(([Q + "job:" + jid, Q + "pending", Q + "wake", Q + "meta", Q + "parked", Q + "active",
-                     Q + "rate"],
-                    [jid, b"x" * 64]))
+        call = builders.enqueue(k, ids.generate("JOB"), b"x" * 64)
+        out.append((list(call.keys), list(call.args)))
     return out
 
 
@@ -74,6 +76,7 @@ def main() -> None:
         r = redis.Redis.from_url(url)
         r.script_load(src)
         res: dict[str, dict[str, float]] = {}
+        load_start = os.getloadavg()[0]
 
         def sync_pipe(client: Any) -> Callable[[list[Any]], None]:
             def run(items: list[Any]) -> None:
@@ -143,7 +146,8 @@ def main() -> None:
                   f"server {runs[1]['server_us']:5.1f} µs", flush=True)
         (ROOT / "docs/benchmarks").mkdir(parents=True, exist_ok=True)
         (ROOT / "docs/benchmarks/clients.json").write_text(json.dumps(
-            {"n": n, "flush": FLUSH, "results": res},
+            {"n": n, "flush": FLUSH, "results": res,
+             "load": [round(load_start, 2), round(os.getloadavg()[0], 2)]},
                                                                        indent=1))
     finally:
         proc.terminate()

@@ -258,9 +258,15 @@ def main() -> None:
     if cl.exists():
         clients = json.loads(cl.read_text())
         w("## 6. Client libraries on the admission pipeline (docs/decisions/0001-client-library.md)\n")
-        w(f"{clients['n']:,} `EVALSHA enqueue` calls (six keys, 64-byte payload) in flushes of "
-          f"{clients['flush']}, one process on the client CPU; `bench/clients.py`, run right after the "
-          "run above by `bench/run.sh`.\n")
+        load = clients.get("load")
+        w(f"{clients['n']:,} `EVALSHA enqueue` calls (seven keys and a call token, as "
+          f"`echomq.protocol.calls.enqueue` builds them; 64-byte payload) in flushes of "
+          f"{clients['flush']}, one process on the client CPU; `bench/clients.py`, run after the "
+          "run above by `bench/run.sh`"
+          + (f", load average (1 min) {load[0]} at its start and {load[1]} at its end: these rows are "
+             "comparable with each other, not with the rows above when the load is not near 0"
+             if load else "")
+          + ".\n")
         w("| client | rate | client µs/call | server µs/call |\n|---|---:|---:|---:|")
         for k, v in clients["results"].items():
             w(f"| {k} | {v['rate']:,.0f}/s | {v['client_us']:.1f} | {v['server_us']:.1f} |")
