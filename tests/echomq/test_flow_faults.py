@@ -1,9 +1,10 @@
 """Flows under kill -9 (decision 0038), on one server and on the 3+3 cluster: 200 flows of
 1-50 children over two queues on different cluster slots, drained by three consumer
 processes and one relay-only process, one of which is killed with SIGKILL (and restarted)
-after each of ten waves of admission and then every 0.2-0.6 s until all have ended. At the end every parent has been released exactly once (its row's
-``released``, counted by the server) and only after all of its children ended (checked by the
-handler that runs the parent), or failed by its policy; no parent waits, no notice is left."""
+after each of ten waves of admission and then every 0.2-0.6 s until all have ended. At the
+end every parent has been released exactly once (its row's ``released``, counted by the
+server) and only after all of its children ended (checked by the handler that runs the
+parent), or failed by its policy; no parent waits, no notice is left."""
 
 from __future__ import annotations
 
