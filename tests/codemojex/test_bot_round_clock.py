@@ -80,7 +80,8 @@ async def test_the_round_answer_is_written_from_the_rounds_close_at_send_time(
     said = await clock.round(Note(KIND_ROUND, player, hour, STALE))
     assert said is not None and said.startswith(f"🎯 La ronda {hour[-6:]} está abierta durante 59m ")
     said = await clock.round(Note(KIND_ROUND, player, gone, STALE))
-    assert said == f"⌛ La ronda {gone[-6:]} ya se cerró: no acepta más intentos. /round muestra la siguiente."
+    assert said == (f"⌛ La ronda {gone[-6:]} ya se cerró: no acepta más intentos."
+                    " /round muestra la siguiente.")
     assert await clock.round(Note(KIND_ROUND, player, generate("RND"), STALE)) == STALE  # no such round
     assert clock.closing == 1
 
