@@ -1,5 +1,6 @@
 """The bot's pure parts: the local send window, operators' ids, the catalogue's language
-choice, an update's message id and language carried through the command payload."""
+choice, an update's message id and language carried through the command payload, and
+what the round answer and the score notice say near a round's close."""
 
 from __future__ import annotations
 
@@ -82,3 +83,39 @@ def test_an_accepted_guess_names_the_positions_kept_from_exact_finds() -> None:
     assert "🔒" not in accepted(charged, 10, 80, sent=charged) and "🔒" not in accepted(charged, 10, 80)
     said = accepted(charged, 10, 80, sent=sent)
     assert said.splitlines()[1] == "🔒 Kept where you found them exactly: #1 😀."
+
+
+def test_a_round_with_less_than_a_second_left_is_never_announced_as_open() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from codemojex.bot.replies import round_text
+    from codemojex.domain import CLASSIC
+
+    closes = datetime(2026, 12, 4, 4, 0, tzinfo=UTC)
+
+    def said(left_s: float, lang: str = "en") -> str:
+        return round_text("RNDABCDEF", CLASSIC, 10, closes, closes - timedelta(seconds=left_s), lang)
+
+    assert said(61.5).startswith("🎯 Round ABCDEF is open for 1m 01s.")
+    assert said(1.0).startswith("🎯 Round ABCDEF is open for 1s.")
+    assert said(0.4) == "⌛ Round ABCDEF is closing: it takes no more guesses. /round shows the next one."
+    assert said(0.0) == said(-30) == ("⌛ Round ABCDEF has closed: it takes no more guesses."
+                                      " /round shows the next one.")
+    assert said(0.4, "es").startswith("⌛ La ronda ABCDEF se está cerrando")
+    assert all("0s" not in said(s, lang) for s in (0.9, 0.0, -5) for lang in ("en", "es"))
+
+
+def test_a_score_notice_told_after_the_close_says_so_in_its_language() -> None:
+    from codemojex.bot.replies import scores_after_close, scores_text
+
+    lines = [("😀 😎 🤖 👻 🐱 🐶", 340), ("😎 😀 🤖 👻 🐶 🐱", 120)]
+    open_en, open_es = scores_text("RNDABCDEF", lines), scores_text("RNDABCDEF", lines, "es")
+    assert open_en.endswith("— 120\nBest: 340/600. Final results at the close.")
+    assert open_es.endswith("— 120\nMejor: 340/600. Resultados finales al cierre.")
+    closed_en = scores_after_close(open_en)
+    assert closed_en == scores_text("RNDABCDEF", lines, closed=True)
+    assert closed_en.endswith("— 120\nBest: 340/600. The round has closed: your result follows.")
+    assert scores_after_close(open_es) == scores_text("RNDABCDEF", lines, "es", closed=True)
+    assert scores_after_close(open_es).endswith(
+        "Mejor: 340/600. La ronda ya se cerró: tu resultado llega a continuación.")
+    assert scores_after_close(closed_en) == closed_en  # told closed already: as it is

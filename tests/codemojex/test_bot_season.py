@@ -297,6 +297,8 @@ def _counted_at_the_stand_in(api: StandIn, chats: Chats, ids: list[int], expecte
     assert kit.score_notices(api)
     faults = kit.notice_order_faults(sends, kills)
     assert not faults, faults
+    # A round answer is written as it is sent (bot/roundclock.py): never "open for 0s".
+    assert not [r.text for r in sends if "open for 0s" in r.text or "abierta durante 0s" in r.text]
     print(kit.transcript(api, chats.commands, chats.users[0]))
 
 

@@ -11,6 +11,8 @@ runtime     ``BotApp``: the game's tree plus the bot's children; ``BotApp.run`` 
             way to run the bot (every entry point and test goes through it)
 upkeep      the loop that starts or resumes the series, keeps the budget set, runs the duties
 announce    one score notice and one result per player per round
+roundclock  the round answer and the score notice written again as they are sent, on the
+            server's clock (never "open for 0s", never "results at the close" after it)
 admin       the operators' commands; metrics: the game's Prometheus metrics
 catalogue   every text, in English and Spanish
 inbound replies     pure parsing, texts and keyboards (every read and write goes through

@@ -14,6 +14,8 @@ __all__ = ["LANGUAGES", "TEXTS", "language", "text"]
 EN: dict[str, str] = {
     "round": ("🎯 Round {tag} is open for {left}.\nSix emojis are hidden, drawn from:\n{emojis}\n"
               "A guess costs {price} coins: send six emojis, with or without spaces, e.g. {example}"),
+    "round_closing": "⌛ Round {tag} is closing: it takes no more guesses. /round shows the next one.",
+    "round_closed": "⌛ Round {tag} has closed: it takes no more guesses. /round shows the next one.",
     "no_round": "⏳ No round is open right now; the next one starts soon. Try /round in a moment.",
     "no_round_in": "⏳ No round is open right now; the next one opens in {left}. Try /round then.",
     "no_round_paused": "⏸ The operators have paused the game: no round is open. Try /round later.",
@@ -53,7 +55,9 @@ EN: dict[str, str] = {
     "empty": "I read text only: send six emojis to guess, or /help.",
     "daily_granted": "🎁 {coins} daily coins added. Balance: {balance} coins. Come back tomorrow for more.",
     "daily_taken": "🎁 You already had today's coins. Balance: {balance} coins. Come back tomorrow.",
-    "scores": "📊 Round {tag}, your scores so far:\n{lines}\nBest: {best}/600. Final results at the close.",
+    "scores": "📊 Round {tag}, your scores so far:\n{lines}\nBest: {best}/600.",
+    "scores_open": "Final results at the close.",
+    "scores_closed": "The round has closed: your result follows.",
     "settled_won": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
                     "You won {payout} coins! 🎉 Balance: {balance} coins."),
     "settled_back": ("🏁 Round {tag} settled. The secret was {secret}.\nYour best: {best}/600 over {guesses}. "
@@ -76,6 +80,8 @@ ES: dict[str, str] = {
     "round": ("🎯 La ronda {tag} está abierta durante {left}.\nHay seis emojis ocultos, elegidos entre:\n"
               "{emojis}\nUn intento cuesta {price} monedas: envía seis emojis, con o sin espacios, "
               "p. ej. {example}"),
+    "round_closing": "⌛ La ronda {tag} se está cerrando: ya no acepta intentos. /round muestra la siguiente.",
+    "round_closed": "⌛ La ronda {tag} ya se cerró: no acepta más intentos. /round muestra la siguiente.",
     "no_round": "⏳ Ahora no hay ninguna ronda abierta; la siguiente empieza pronto. Prueba /round en un momento.",
     "no_round_in": "⏳ Ahora no hay ninguna ronda abierta; la siguiente abre en {left}. Prueba /round entonces.",
     "no_round_paused": "⏸ Los operadores han pausado el juego: no hay ninguna ronda abierta. Prueba /round más tarde.",
@@ -116,8 +122,9 @@ ES: dict[str, str] = {
     "empty": "Solo leo texto: envía seis emojis para adivinar, o /help.",
     "daily_granted": "🎁 {coins} monedas del día añadidas. Saldo: {balance} monedas. Vuelve mañana a por más.",
     "daily_taken": "🎁 Ya recogiste las monedas de hoy. Saldo: {balance} monedas. Vuelve mañana.",
-    "scores": ("📊 Ronda {tag}, tus puntuaciones hasta ahora:\n{lines}\nMejor: {best}/600. "
-               "Resultados finales al cierre."),
+    "scores": "📊 Ronda {tag}, tus puntuaciones hasta ahora:\n{lines}\nMejor: {best}/600.",
+    "scores_open": "Resultados finales al cierre.",
+    "scores_closed": "La ronda ya se cerró: tu resultado llega a continuación.",
     "settled_won": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "
                     "{guesses}. ¡Ganas {payout} monedas! 🎉 Saldo: {balance} monedas."),
     "settled_back": ("🏁 Ronda {tag} liquidada. El secreto era {secret}.\nTu mejor intento: {best}/600 de "

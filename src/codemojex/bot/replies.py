@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from codemojex.bot.catalogue import text
+from codemojex.bot.catalogue import LANGUAGES, text
 from codemojex.domain.emoji import EmojiSet
 from codemojex.wallet.live import HistoryRow
 
@@ -76,6 +76,14 @@ def tag(round_id: str) -> str:
 
 def round_text(round_id: str, emoji_set: EmojiSet, price: int, closes_at: datetime, now: datetime,
                lang: str = "en") -> str:
+    """The answer showing the round, ``now`` being the moment it is written: how long it is
+    open for, its set, its price. A round with less than a second left (it would read "open
+    for 0s") is not announced as open: it is closing (some time left) or closed (none). The
+    bot writes it again as it sends it (:class:`~codemojex.bot.roundclock.RoundClock`), so
+    the time left is the time at sending."""
+    left_s = (closes_at - now).total_seconds()
+    if left_s < 1:
+        return text(lang, "round_closing" if left_s > 0 else "round_closed", tag=tag(round_id))
     return text(lang, "round", tag=tag(round_id), left=_left(closes_at, now),
                 emojis=" ".join(emoji_set.emojis), price=price, example=" ".join(emoji_set.emojis[:6]))
 
@@ -148,10 +156,27 @@ def unknown(word: str, lang: str = "en") -> str:
     return text(lang, "unknown", word=word) + text(lang, "help")
 
 
-def scores_text(round_id: str, lines: Sequence[tuple[str, int]], lang: str = "en") -> str:
-    """The per-round score notice: every guess scored so far, one line each."""
+def scores_text(round_id: str, lines: Sequence[tuple[str, int]], lang: str = "en", *,
+                closed: bool = False) -> str:
+    """The per-round score notice: every guess scored so far, one line each, then when the
+    final results come: at the close, or (``closed``: written after the round's close) next,
+    since a notice is never written once the player's result is out (bot/announce.py)."""
     body = "\n".join(f"{guess} — {score}" for guess, score in lines)
-    return text(lang, "scores", tag=tag(round_id), lines=body, best=max(s for _, s in lines))
+    said = text(lang, "scores", tag=tag(round_id), lines=body, best=max(s for _, s in lines))
+    return f"{said} {text(lang, 'scores_closed' if closed else 'scores_open')}"
+
+
+def scores_after_close(said: str) -> str:
+    """A score notice :func:`scores_text` wrote as if its round were open, told after the
+    round's close: its last sentence, "final results at the close" (now false), becomes "the
+    round has closed: your result follows", in the notice's language. Any other text is
+    returned as it is. (The notice's writer, bot/announce.py, does not read the clock; the
+    delivery calls this at send time: :meth:`~codemojex.bot.roundclock.RoundClock.scores`.)"""
+    for lang in LANGUAGES:
+        tail = " " + text(lang, "scores_open")
+        if said.endswith(tail):
+            return f"{said.removesuffix(tail)} {text(lang, 'scores_closed')}"
+    return said
 
 
 def guess_count(n: int, lang: str = "en") -> str:

@@ -39,6 +39,7 @@ from codemojex.bot.ingress import Ingress, commands_queue
 from codemojex.bot.metrics import GameMetrics, Sources
 from codemojex.bot.polling import ALLOWED_UPDATES, Poller
 from codemojex.bot.ratebudget import BudgetOptions, apply_budget
+from codemojex.bot.roundclock import RoundClock
 from codemojex.bot.telegram import BotState, LocalWindow, TelegramDelivery, make_bot, warm_up_models
 from codemojex.bot.upkeep import Upkeep
 from codemojex.bot.webhook import WebhookServer, check_secret
@@ -96,11 +97,15 @@ class BotApp:
         b = settings.budget
         self.scores = ScoreBatcher(services, self.state)
         self.announcer = Announcer(services, self.state)
+        # What speaks of a round's time is written again as it is sent (bot/roundclock.py).
+        self.round_clock = RoundClock(services, self.state, scores=self.scores.render)
         self.delivery = TelegramDelivery(self.bot, self.state, stale_ms=b.stale_ms,
                                          local=LocalWindow(b.overall, b.per_chat,
                                                            (b.window_ms + b.margin_ms) / 1000),
-                                         render={replies.KIND_SCORES: self.scores.render},
+                                         render={replies.KIND_SCORES: self.round_clock.scores,
+                                                 replies.KIND_ROUND: self.round_clock.round},
                                          after={replies.KIND_ACCEPTED: self.scores.on_accepted})
+        self.round_clock.clock = self.delivery.clock  # one measure of the server's clock, kept by upkeep
         self.series = series
         self.game = App(services, delivery=self.delivery, on_score=self.scores.on_score)
         self.admin = Admin(services, settings.admins, language_of=self.state.language_of)

@@ -64,15 +64,18 @@ class Charges:
         return result
 
     async def _flush(self, items: list[tuple[str, ChargeItem]]) -> list[Charge | DatabaseError]:
+        """One result per item, in input order, by construction: the items are split by
+        round (each position in exactly one round's list), each round's charge answers one
+        result per item it was given (``zip(strict=True)``: a short answer is an error, not a
+        gap), and the answer is read back by position. No check is left to ``assert``,
+        which ``python -O`` strips."""
         by_round: dict[str, list[int]] = {}
         for i, (rid, _) in enumerate(items):
             by_round.setdefault(rid, []).append(i)
-        out: list[Charge | DatabaseError | None] = [None] * len(items)
+        placed: dict[int, Charge | DatabaseError] = {}
         for rid, at in by_round.items():
-            for i, result in zip(at, await self._round(rid, [items[i][1] for i in at]), strict=True):
-                out[i] = result
-        assert all(r is not None for r in out)
-        return out  # type: ignore[return-value]
+            placed.update(zip(at, await self._round(rid, [items[i][1] for i in at]), strict=True))
+        return [placed[i] for i in range(len(items))]
 
     async def _round(self, rid: str, items: list[ChargeItem]) -> list[Charge | DatabaseError]:
         def job_of(item: ChargeItem, emojis: Guess) -> outbox.OutboxJob:

@@ -36,6 +36,7 @@ __all__ = [
     "Skipped",
     "create_series",
     "get_series",
+    "latest_series",
     "live_series",
     "open_next",
     "running_series",
@@ -123,32 +124,31 @@ async def create_series(pool: AsyncConnectionPool, series_id: str, *, name: str,
     return _series(row), created
 
 
-@retried
-async def get_series(pool: AsyncConnectionPool, series_id: str) -> SeriesRow | None:
+async def _one_series(pool: AsyncConnectionPool, where: str, args: tuple[Any, ...]) -> SeriesRow | None:
+    """The first series row ``SELECT <columns> FROM series <where>`` finds, else None: one
+    read in one transaction (the public readers below retry it, each under its own name)."""
     async with transaction(pool) as conn:
-        cur = await conn.execute(f"SELECT {SERIES_COLUMNS} FROM series WHERE id = %s", (series_id,))
+        cur = await conn.execute(f"SELECT {SERIES_COLUMNS} FROM series {where}", args)
         row = await cur.fetchone()
     return None if row is None else _series(row)
+
+
+@retried
+async def get_series(pool: AsyncConnectionPool, series_id: str) -> SeriesRow | None:
+    return await _one_series(pool, "WHERE id = %s", (series_id,))
 
 
 @retried
 async def live_series(pool: AsyncConnectionPool, name: str) -> SeriesRow | None:
     """The series named ``name`` that is running or paused (at most one), else None."""
-    async with transaction(pool) as conn:
-        cur = await conn.execute(f"SELECT {SERIES_COLUMNS} FROM series WHERE name = %s"
-                                 " AND state <> 'finished'", (name,))
-        row = await cur.fetchone()
-    return None if row is None else _series(row)
+    return await _one_series(pool, "WHERE name = %s AND state <> 'finished'", (name,))
 
 
 @retried
 async def latest_series(pool: AsyncConnectionPool, name: str) -> SeriesRow | None:
     """The live series named ``name``, else the last one finished, else None."""
-    async with transaction(pool) as conn:
-        cur = await conn.execute(f"SELECT {SERIES_COLUMNS} FROM series WHERE name = %s"
-                                 " ORDER BY (state <> 'finished') DESC, id DESC LIMIT 1", (name,))
-        row = await cur.fetchone()
-    return None if row is None else _series(row)
+    return await _one_series(pool, "WHERE name = %s ORDER BY (state <> 'finished') DESC, id DESC LIMIT 1",
+                             (name,))
 
 
 @retried

@@ -6,7 +6,8 @@ runs (:class:`~echomq.tasks.handle.TaskHandle`); ``task.admit_sync(...)`` is the
 blocking twin; ``task.options(delay_ms=..., priority=...)`` a copy with other options
 for one call; ``await task.admit_many([...])`` many at once on the queue's batch path,
 one handle (or typed error) per item in input order. Every argument is bound and checked
-before any I/O (:mod:`echomq.tasks.signature`).
+before any I/O (:mod:`echomq.tasks.signature`); the options and the other declarations
+are checked in :mod:`echomq.tasks.options` (their names are this module's too).
 
 Options: ``queue``; ``lane`` (a parameter's name or a function of the arguments: the
 job's lane; None for none); ``serial``; ``priority`` 0..3; ``max_attempts``; ``backoff``
@@ -29,14 +30,10 @@ from __future__ import annotations
 
 import copy
 import inspect
-import re
-import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from echomq.core import bounds
 from echomq.core.errors import EchoMQError, InvalidArgument
 from echomq.core.failures import failure_text
 from echomq.core.ids import derive_id, generate
@@ -44,96 +41,28 @@ from echomq.core.model import Verdict
 from echomq.core.outcomes import Backoff, BackoffPolicy
 from echomq.protocol import Window, check_lane, check_window
 from echomq.protocol.flows import StepOptions
-from echomq.protocol.gate import check_priority
 from echomq.tasks.canvas import Signature
 from echomq.tasks.context import TaskContext
 from echomq.tasks.handle import SyncTaskHandle, TaskHandle
 from echomq.tasks.host import Host
+from echomq.tasks.options import (
+    KEY_WINDOW_MS,
+    AdmitOptions,
+    ArgFn,
+    ArgOf,
+    TaskCall,
+    arg_of,
+    check_name,
+    exception_types,
+    module_of,
+)
 from echomq.tasks.serializer import envelope_head
 from echomq.tasks.signature import TaskSignature
 
 __all__ = ["KEY_WINDOW_MS", "AdmitOptions", "Task", "TaskCall"]
 
-KEY_WINDOW_MS = 3_600_000
-"""How long a task's ``key=`` refuses a second job by default: one hour from admission,
-what the row's retention (``keep_done_ms``) gave before (docs/decisions/0043)."""
-
 P = ParamSpec("P")
 R = TypeVar("R")
-_NAME = re.compile(r"[A-Za-z0-9_.:<>\-]{1,200}")
-ArgFn = str | Callable[..., Any] | None
-Errors = tuple[type[BaseException], ...]
-ArgOf = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], str | None]  # (args, kwargs, values)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdmitOptions:
-    """How a task's jobs are admitted (``task.options(...)`` replaces some for one call)."""
-
-    lane: ArgFn = None
-    serial: bool = False
-    priority: int = 0
-    max_attempts: int | None = None
-    timeout_ms: int | None = None
-    delay_ms: int = 0
-    key: ArgFn = None
-    dedupe_ms: int | None = None  # a keyed job's window (None: KEY_WINDOW_MS)
-    dedupe_mode: str | None = None  # "throttle" (None) or "debounce"
-    expires_ms: int | None = None  # a deadline to start by (decision 0045)
-
-    def __post_init__(self) -> None:
-        if (self.dedupe_ms is not None or self.dedupe_mode is not None) and self.key is None:
-            raise InvalidArgument("dedupe_ms and dedupe_mode need key= (the dedupe key)")
-        check_window(KEY_WINDOW_MS if self.dedupe_ms is None else self.dedupe_ms, None,
-                     self.dedupe_mode)
-        check_priority(self.priority)
-        bounds.check_int("delay_ms", self.delay_ms, 0, bounds.MAX_DELAY_MS)
-        bounds.check_expiry(self.expires_ms, self.delay_ms)
-        if self.max_attempts is not None:
-            bounds.check_int("max_attempts", self.max_attempts, 1, bounds.MAX_ATTEMPTS)
-        if self.timeout_ms is not None:
-            bounds.check_int("timeout_ms", self.timeout_ms, 1, bounds.MAX_DELAY_MS)
-        if not isinstance(self.serial, bool):
-            raise InvalidArgument(f"serial must be a bool, not {type(self.serial).__name__}")
-        for what in ("lane", "key"):
-            value = getattr(self, what)
-            if value is not None and not isinstance(value, str) and not callable(value):
-                raise InvalidArgument(f"{what} must be a parameter's name or a function of the arguments")
-
-
-@dataclass(frozen=True, slots=True)
-class TaskCall:
-    """One call of a task, its arguments bound and checked (``task.call(...)``): an item
-    of ``admit_many``."""
-
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-
-def _module_of(fn: Callable[..., Any]) -> str:
-    """The module a task's default name starts with. A function of the script being run
-    (``__main__``) is named after the script's module (``python hello.py`` and ``echomq
-    worker hello:app`` then agree on ``hello.bill``), as Celery does."""
-    module = getattr(fn, "__module__", None) or "__main__"
-    if module != "__main__":
-        return module
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name:
-        return str(spec.name)
-    file = getattr(main, "__file__", None)
-    return Path(file).stem if file else module
-
-
-def _errors(what: str, value: Any) -> Errors:
-    if value is None:
-        return ()
-    if isinstance(value, type):
-        value = (value,)
-    if not isinstance(value, Sequence) or not all(
-            isinstance(x, type) and issubclass(x, BaseException) for x in value):
-        raise InvalidArgument(f"{what} must be an exception type or a tuple of them")
-    return tuple(value)
 
 
 class Task(Generic[P, R]):
@@ -145,15 +74,14 @@ class Task(Generic[P, R]):
         if not callable(fn):
             raise InvalidArgument(f"a task is a function, not {fn!r}")
         self.app, self.fn = app, fn
-        self.name = name or f"{_module_of(fn)}.{fn.__qualname__}"
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise InvalidArgument(f"a task name is 1..200 of [A-Za-z0-9_.:<>-], not {self.name!r}")
+        self.name = check_name(name or f"{module_of(fn)}.{fn.__qualname__}")
         self.queue = queue
         self.is_async = inspect.iscoroutinefunction(fn)
         if backoff is not None and not isinstance(backoff, BackoffPolicy):
             raise InvalidArgument(f"backoff must be a BackoffPolicy, not {type(backoff).__name__}")
         self.backoff = backoff
-        self.retry_on, self.give_up_on = _errors("retry_on", retry_on), _errors("give_up_on", give_up_on)
+        self.retry_on = exception_types("retry_on", retry_on)
+        self.give_up_on = exception_types("give_up_on", give_up_on)
         self.sig = TaskSignature(fn, context_type=TaskContext, serializer=app.serializer, who=self.name)
         self._head = envelope_head(app.serializer, self.name)
         self._encode = self.encode_result = app.serializer.encode
@@ -167,21 +95,7 @@ class Task(Generic[P, R]):
         self.__wrapped__ = fn
 
     def _arg_fn(self, what: str, value: ArgFn) -> ArgOf | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            if value not in self.sig.names:
-                raise InvalidArgument(f"task {self.name}: {what}={value!r} names no parameter")
-            at = self.sig.names.index(value)
-            return lambda args, kwargs, values: None if values[at] is None else str(values[at])
-        fn = value
-
-        def call(args: tuple[Any, ...], kwargs: dict[str, Any], values: list[Any]) -> str | None:
-            got = fn(*args, **kwargs)
-            if got is not None and not isinstance(got, str):
-                raise InvalidArgument(f"task {self.name}: {what} gave {got!r}, not a str or None")
-            return got
-        return call
+        return arg_of(self.name, self.sig.names, what, value)
 
     # ------------------------------------------------------------ plain calls
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
