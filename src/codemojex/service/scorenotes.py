@@ -34,6 +34,7 @@ with a score untold ``min_age_s`` after it was stored (:mod:`codemojex.service.r
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -121,7 +122,7 @@ class ScoreNotes:
                 held = self.holders.get((player, rid))
                 holder = named.get(i, held[0] if held else "")
                 if delay and held is not None and held[0] == holder and held[1] > sent:
-                    delay = max(1, int((held[1] - sent) * 1000))  # keep its due time
+                    delay = max(1, math.ceil((held[1] - sent) * 1000))  # keep its due time (never sooner)
                 delays.append(delay)
                 try:
                     window = check_window(self.window_ms, scores_key(player, rid), "debounce")
