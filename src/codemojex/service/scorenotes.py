@@ -47,7 +47,7 @@ from echomq.protocol import Call, check_window, decode_deduped, deduped_retry
 __all__ = ["NOTE_DELAY_MS", "NOTE_WINDOW_MS", "ScoreNotes", "scores_key", "scores_note", "scores_text"]
 
 NOTE_DELAY_MS = 500  # a score is told within about half a second; a burst in that time is one message
-NOTE_WINDOW_MS = 60_000  # the dedupe key outlives any wait of its holder (a lost key only costs a note)
+NOTE_WINDOW_MS = 60_000  # the dedupe key outlives its holder's wait by this (a lost key costs a note)
 _HOLDER_ROUNDS = 4  # admissions that find another holder than named, before ServerBusy
 _KEPT = 100_000  # (player, round) holders a process remembers (cleared past that)
 
@@ -73,13 +73,12 @@ class ScoreNotes:
     """Admits the score notes of ``queue`` (the module docstring). :meth:`scored` after each
     score's commit; :meth:`admit` for notes due at once (the reconciler's repairs)."""
 
-    def __init__(self, queue: AsyncQueue, *, delay_ms: int = NOTE_DELAY_MS,
-                 window_ms: int = NOTE_WINDOW_MS) -> None:
-        if not 0 <= delay_ms < window_ms:
-            raise ValueError("delay_ms must be in [0, window_ms)")
+    def __init__(self, queue: AsyncQueue, *, delay_ms: int = NOTE_DELAY_MS) -> None:
+        if delay_ms < 0:
+            raise ValueError("delay_ms must be >= 0")
         self.queue = queue
         self.delay_ms = delay_ms
-        self.window_ms = window_ms
+        self.window_ms = delay_ms + NOTE_WINDOW_MS  # the key outlives its holder's wait
         self.holders: dict[tuple[str, str], tuple[str, float]] = {}  # -> (note id, due, monotonic s)
         self.group: GroupCommit[Item, Verdict | EchoMQError] = GroupCommit(self._flush, max_items=256,
                                                                            flushes=2)
@@ -139,9 +138,9 @@ class ScoreNotes:
                 if call is None:
                     continue
                 reply = next(replies)
-                holder = deduped_retry(reply)
-                if holder is not None:  # another holder than named: name it and ask again
-                    named[i] = holder
+                other = deduped_retry(reply)
+                if other is not None:  # another holder than named: name it and ask again
+                    named[i] = other
                     again.append(i)
                     continue
                 verdict, who = decode_deduped(reply)
