@@ -47,7 +47,9 @@ async def test_a_short_bench_reports_its_costs_per_guess_with_the_audit_clean() 
         assert key in report["idle"]
     # Embedded servers run on this machine: every figure is read, none is "n/a".
     assert all(v is not None for v in report["per_guess"].values())
-    assert report["per_guess"]["messages"] >= 1.0  # at least one score note per guess
+    # A player's scores not told yet go out in one message: never more than one per guess.
+    assert 0 < report["per_guess"]["messages"] <= 1.0
+    assert report["notes"]["told"] >= 1 and report["notes"]["told"] <= report["charged"]
     assert report["totals"]["pg_xacts"] > 0 and report["cores"] >= 1
     assert report["batches"]["charges"] >= 1.0  # the charges went through the group commit
     assert "evalsha" in report["commands"]

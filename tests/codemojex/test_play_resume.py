@@ -88,9 +88,9 @@ async def test_the_audit_counts_delivered_score_notes_in_postgresql_not_in_expir
     out = await submit(services, rid, player, ("😀", "😎", "🤖", "👻", "🐱", "🐶"))
     assert isinstance(out, Admitted)
     (lease,) = await services.scores.claim(1, lease_ms=10_000)
-    assert isinstance(await ScoreWorker(services).handle(lease), Ack)
+    assert isinstance(await ScoreWorker(services, note_delay_ms=0).handle(lease), Ack)
     (note,) = await services.notifications.claim(1, lease_ms=10_000)
-    assert decode_note(note.payload).guess == out.job_id
+    assert decode_note(note.payload).round_id == rid and note.id == note_id(out.job_id)
     assert await delivered_score_notes(services, [rid]) == 0
     assert isinstance(await NotifyWorker(ConsoleDelivery(write=None), pool=services.pool).handle(note), Ack)
     assert await delivered_score_notes(services, [rid]) == 1

@@ -9,7 +9,7 @@ import asyncio
 from datetime import timedelta
 
 from codemojex.service import Admitted, Services, submit
-from codemojex.service.codec import CloseRound, derive_id, encode, note_id
+from codemojex.service.codec import CloseRound, decode_note, derive_id, encode, note_id
 from codemojex.service.reconcile import reconcile_once
 from codemojex.wallet import Charged, audit, charge_guess, get_round, mark_admitted
 from codemojex.workers import ScoreWorker, SettleWorker
@@ -167,16 +167,19 @@ async def test_a_lost_score_notification_is_admitted_again_once(services: Servic
         return await score_of(services.pool, out.job_id) is not None
 
     await _score_all(services, scored)
-    nid = note_id(out.job_id)
+    nid = note_id(out.job_id)  # the player's score note of the round, admitted by this score
     # The notification's admission is lost (a failover dropped the last acknowledged writes).
     queue = services.notifications
     assert await queue.job(nid) is not None
     await queue.connector.command("DEL", queue.job_key(nid))
     await queue.connector.command("ZREM", queue.keys["pending"], nid)
+    await queue.connector.command("ZREM", queue.keys["delayed"], nid)
     assert (await queue.stats()).total == 0
     done = await reconcile_once(services, notes_after=first.notes_checked, min_age_s=0)
     assert done.renotified == 1
     row = await queue.job(nid)
-    assert row is not None and row["lane"].decode() == player and b"scored" in row["payload"]
+    assert row is not None and row["lane"].decode() == player
+    note = decode_note(row["payload"])
+    assert (note.kind, note.player, note.round_id) == ("score", player, rid)
     again = await reconcile_once(services, notes_after=done.notes_checked, min_age_s=0)
     assert again.renotified == 0 and (await queue.stats()).total == 1  # checked once, notified once

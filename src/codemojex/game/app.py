@@ -5,8 +5,9 @@ The children list reads as the dependency order (each child only produces work
 for children started before it, so nothing is produced before its consumer runs):
 
 1. ``cache``   the cache tier, itself a ``rest_for_one`` tree (directory, games, emoji_sets)
-2. ``notify``  drains ``cm.notify`` (beat 50 ms, lease 15 s)
-3. ``score``   drains ``cm`` (beat 250 ms, lease 10 s); produces notifications
+2. ``notify``  drains ``cm.notify`` (beat 50 ms, lease 15 s; 250 ms for the console)
+3. ``score``   drains ``cm`` (beat 250 ms, lease 10 s); produces notifications (a score
+   note per player per round at a time, decision 0048)
 4. ``settle``  drains ``cm-settle`` (beat 100 ms, lease 10 s); opens and settles rounds
 5. ``relay``   echomq's outbox relay on the game's outbox (``cm_outbox``): admits the
    job of a charged guess whose row is over ``RELAY_MIN_AGE_MS`` old (its charge's own
@@ -31,6 +32,7 @@ from codemojex.service.cache import CacheTier
 from codemojex.service.codec import GuessJob
 from codemojex.service.context import Services
 from codemojex.service.reconcile import Reconciler
+from codemojex.service.scorenotes import NOTE_DELAY_MS
 from codemojex.wallet import OUTBOX
 from codemojex.workers import notify, score, settle
 from codemojex.workers.notify import ConsoleDelivery, Delivery, NotifyWorker
@@ -49,13 +51,14 @@ class App:
     def __init__(self, services: Services, *, delivery: Delivery | None = None,
                  reconciler: Reconciler | None = None,
                  options: dict[str, ConsumerOptions] | None = None,
-                 on_score: Callable[[str, GuessJob, int], Awaitable[object]] | None = None) -> None:
+                 on_score: Callable[[str, GuessJob, int], Awaitable[object]] | None = None,
+                 note_delay_ms: int = NOTE_DELAY_MS) -> None:
         if services.cache is None:
             services.cache = CacheTier(services.connector, suffix=services.suffix)
         self.services = services
         self.cache = services.cache
         self.delivery = delivery or ConsoleDelivery(write=None)
-        self.scorer = ScoreWorker(services, on_score=on_score)
+        self.scorer = ScoreWorker(services, on_score=on_score, note_delay_ms=note_delay_ms)
         self.settler = SettleWorker(services)
         self.notifier = NotifyWorker(self.delivery, pool=services.pool)
         # The charges admit their jobs at once (codemojex.service.charges) and the scorer deletes

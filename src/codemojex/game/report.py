@@ -7,10 +7,11 @@ checks:
 
 * every charged guess of the run is admitted and scored (and a score is
   stored once by construction: ``UPDATE … WHERE score IS NULL``);
-* every scored guess of the run's rounds has its score notification delivered
+* every scored guess of the run's rounds is told in a delivered message
   (:func:`delivered_score_notes`: the notification worker stamps ``notified_at`` on
-  the guess in PostgreSQL once the note is out; one derived id per guess, so never
-  two). Every count is scoped to the same rounds and read from PostgreSQL, whatever
+  each guess a player's score note listed, in PostgreSQL, once that message is out; a
+  note lists only scores not stamped yet, decision 0048). Every count is scoped to the
+  same rounds and read from PostgreSQL, whatever
   process delivered the notes and however long ago (a resumed game counts the notes
   its crashed predecessor delivered, too, and the queue's done rows may have expired);
 * every round is settled and its stored payouts equal a fresh run of the pure
@@ -86,8 +87,8 @@ class Checks:
 
 
 async def delivered_score_notes(services: Services, round_ids: list[str]) -> int:
-    """How many scored guesses of ``round_ids`` have their score notification delivered
-    (stamped ``notified_at`` in PostgreSQL by the notification worker)."""
+    """How many scored guesses of ``round_ids`` were told in a delivered message (stamped
+    ``notified_at`` in PostgreSQL by the notification worker)."""
     return await reads.count_notified(services.pool, round_ids)
 
 

@@ -14,7 +14,8 @@ Around the run it reads the servers' own accounting:
 * PostgreSQL: ``pg_stat_database`` (``xact_commit + xact_rollback`` of the game's database)
   and the CPU of the postmaster and every process it started (``/proc``; only when the
   server runs on this machine, else "n/a");
-* the notifications done on ``cm.notify`` (the messages a player gets).
+* the notification jobs done on ``cm.notify`` and the messages delivered (a player's score
+  note tells every score of theirs not told yet in one message: decision 0048).
 
 First a quiet interval (the tree running, no player, no round) gives the **idle cost per
 second** (consumers' beats, upkeep, the reconciler's pass); the cost of the run minus the
@@ -42,6 +43,7 @@ from codemojex.game.report import check_run, delivered_score_notes
 from codemojex.service import Admitted, RoundPlan, Services, round_id, schedule
 from codemojex.wallet import ensure_player, get_round, grant_start, reads
 from codemojex.wallet.serverstats import backend_pid, transactions
+from codemojex.workers.notify import LOCAL_OPTIONS, ConsoleDelivery
 from echomq import AsyncClusterConnector, AsyncConnector, ids
 
 __all__ = ["BenchOptions", "BenchReport", "Sample", "bench", "render"]
@@ -77,6 +79,7 @@ class Sample:
     pg_xacts: int
     pg_cpu_s: float | None
     notes: int
+    messages: int = 0  # delivered by the app's delivery (the console's count)
     client_cpu_s: float = 0.0  # this process: players, service, consumers, relay
     commands: dict[str, tuple[int, float]] = field(default_factory=dict)  # calls, µs
 
@@ -97,6 +100,7 @@ class BenchReport:
     commands: dict[str, tuple[float, float]] = field(default_factory=dict)  # per guess: calls, µs
     totals: dict[str, float | None] = field(default_factory=dict)
     batches: dict[str, float] = field(default_factory=dict)  # mean items per group flush
+    notes: dict[str, int] = field(default_factory=dict)  # score notes: admissions, skipped, told, empty
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     cores: int = 0
 
@@ -107,9 +111,10 @@ class BenchReport:
 class _Meter:
     """Reads Valkey's and PostgreSQL's accounting; counts its own transactions."""
 
-    def __init__(self, services: Services, postmaster: int | None) -> None:
+    def __init__(self, services: Services, postmaster: int | None, delivery: ConsoleDelivery) -> None:
         self.services = services
         self.postmaster = postmaster
+        self.delivery = delivery
         self.own_xacts = 0  # transactions this bench made (its reads) since the run began
 
     async def sample(self) -> Sample:
@@ -124,7 +129,7 @@ class _Meter:
         commands = ({k.removeprefix("cmdstat_"): (int(v["calls"]), float(v["usec"]))
                      for k, v in stats.items() if isinstance(v, dict)}
                     if isinstance(stats, dict) else {})
-        return Sample(time.perf_counter(), cpu, xacts, pg_cpu, notes,
+        return Sample(time.perf_counter(), cpu, xacts, pg_cpu, notes, self.delivery.counts.total(),
                       time.process_time(), commands)
 
 
@@ -216,10 +221,11 @@ async def bench(pool: AsyncConnectionPool, connector: AsyncConnector | AsyncClus
     services = Services(pool, connector, score_shards=score_shards)
     await connector.command("PING")  # an unreachable Valkey fails here, before anything starts
     report = BenchReport(players=opts.players, rounds=opts.rounds, cores=os.cpu_count() or 0)
-    meter = _Meter(services, await _postmaster(pool))
+    delivery = ConsoleDelivery(write=None)
+    meter = _Meter(services, await _postmaster(pool), delivery)
     tag = secrets.token_hex(3)
     players = await _make_players(pool, opts, tag)
-    app = App(services)
+    app = App(services, delivery=delivery, options={"notify": LOCAL_OPTIONS})
     tree = asyncio.create_task(app.run())
     try:
         await asyncio.sleep(0.5)  # the tree's children start (not measured)
@@ -264,8 +270,11 @@ async def bench(pool: AsyncConnectionPool, connector: AsyncConnector | AsyncClus
         app.stop()
         await tree
     for name, group in (("charges", services.charges.group), ("scores", app.scorer.stores),
-                        ("score notes", app.scorer.notes), ("stamps", app.notifier.stamps)):
+                        ("score notes", app.scorer.notes.group), ("untold reads", app.notifier.untold),
+                        ("stamps", app.notifier.stamps)):
         report.batches[name] = group.items / group.batches if group.batches else 0.0
+    report.notes = {"admissions": app.scorer.notes.admissions, "skipped": app.scorer.notes.skipped,
+                    "told": app.notifier.told, "empty": app.notifier.empty}
     notes = await delivered_score_notes(services, rids)
     checks = await check_run(pool, rids, score_notes=notes)
     report.charged = checks.charged
@@ -286,11 +295,13 @@ def _account(report: BenchReport, q0: Sample, q1: Sample, r0: Sample, r1: Sample
             "pg_xacts": float(q1.pg_xacts - q0.pg_xacts - 1),  # less the meter's own read
             "pg_cpu_ms": _delta(q0.pg_cpu_s, q1.pg_cpu_s),
             "notes": float(q1.notes - q0.notes),
+            "messages": float(q1.messages - q0.messages),
             "client_cpu_ms": 1000 * (q1.client_cpu_s - q0.client_cpu_s)}
     totals = {"valkey_cpu_ms": _delta(r0.valkey_cpu_s, r1.valkey_cpu_s),
               "pg_xacts": float(r1.pg_xacts - r0.pg_xacts - own_xacts),
               "pg_cpu_ms": _delta(r0.pg_cpu_s, r1.pg_cpu_s),
               "notes": float(r1.notes - r0.notes),
+              "messages": float(r1.messages - r0.messages),
               "client_cpu_ms": 1000 * (r1.client_cpu_s - r0.client_cpu_s)}
     for d in (idle, totals):
         for k in ("valkey_cpu_ms", "pg_cpu_ms"):
@@ -311,7 +322,8 @@ def _account(report: BenchReport, q0: Sample, q1: Sample, r0: Sample, r1: Sample
                         "pg_xacts": per["pg_xacts"],
                         "pg_xacts_gross": (totals["pg_xacts"] or 0.0) / g,  # idle share included
                         "pg_cpu_us": None if pg is None else 1000 * pg,
-                        "messages": per["notes"],
+                        "messages": per["messages"],
+                        "note_jobs": per["notes"],
                         "client_cpu_us": 1000 * (per["client_cpu_ms"] or 0.0)}
 
 
@@ -330,13 +342,15 @@ def render(r: BenchReport) -> list[str]:
         f"per guess: Valkey CPU {_fmt(p['valkey_cpu_us'], '.1f')} µs, PostgreSQL "
         f"{_fmt(p['pg_xacts'], '.2f')} transactions ({_fmt(p['pg_xacts_gross'], '.2f')} with the idle "
         f"share) and {_fmt(p['pg_cpu_us'], '.1f')} µs CPU, "
-        f"{_fmt(p['messages'], '.2f')} messages; this process (players, service, consumers) "
+        f"{_fmt(p['messages'], '.2f')} messages ({_fmt(p['note_jobs'], '.2f')} notification jobs); "
+        "this process (players, service, consumers) "
         f"{_fmt(p['client_cpu_us'], '.1f')} µs CPU",
         f"idle, per second (subtracted): Valkey CPU {_fmt(i['valkey_cpu_ms'], '.1f')} ms, PostgreSQL "
         f"{_fmt(i['pg_xacts'], '.1f')} transactions and {_fmt(i['pg_cpu_ms'], '.1f')} ms CPU; "
         f"this process {_fmt(i['client_cpu_ms'], '.1f')} ms CPU",
         f"load average {' '.join(f'{x:.2f}' for x in r.load)} on {r.cores} cores",
         "items per flush: " + ", ".join(f"{k} {v:.1f}" for k, v in r.batches.items()),
+        "score notes: " + ", ".join(f"{k} {v}" for k, v in r.notes.items()),
         "Valkey commands per guess (calls, µs inside): " + ", ".join(
             f"{k} {c:.2f} {u:.1f}" for k, (c, u) in sorted(
                 r.commands.items(), key=lambda kv: -kv[1][1])[:8]),

@@ -25,10 +25,12 @@ supervised child of the app (:class:`Reconciler`) compares the two every
    without its AOF): an unscored guess older than ``min_age_s``, with no outbox row
    and no job row, is admitted again under its own id onto its player's serial lane.
    Read in pages by id from a cursor.
-4. **Every score is notified.** Each guess scored at least ``min_age_s`` ago, and
-   since the reconciler's first pass, whose score notification job does not exist
-   (a failover lost the last acknowledged admissions) gets it admitted again,
-   under the same derived id. Each scored guess is checked once (a watermark).
+4. **Every score is told.** Each guess scored at least ``min_age_s`` ago, and since
+   the reconciler's first pass, whose score is not stamped told yet (a failover lost
+   the last acknowledged admission of its note, say) gets a score note of its player and
+   round admitted, due at once (:mod:`codemojex.service.scorenotes`: a waiting note is
+   made due instead; a note that then finds the score told sends nothing). Each scored
+   guess is checked once (a watermark).
 5. **Every round past its closing time is driven to settled.** A round still
    open or closed ``grace_s`` after ``closes_at`` is closed and settled here with
    :func:`~codemojex.service.rounds.close_and_settle` (idempotent: the same
@@ -56,11 +58,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from codemojex.domain.errors import DatabaseError
-from codemojex.service.codec import GuessJob, encode, note_id, score_note
+from codemojex.service.codec import GuessJob, encode
 from codemojex.service.context import Services
 from codemojex.service.rounds import close_and_settle
+from codemojex.service.scorenotes import ScoreNotes
 from codemojex.service.series import kick
 from codemojex.wallet import NotReady, reads, repairs
+from codemojex.wallet.batch import scored_untold_after
 from codemojex.wallet.series import running_series
 from echomq import AsyncQueue, AsyncShardedQueue, EchoMQError, JobView, Verdict
 
@@ -80,7 +84,7 @@ class Pass:
     readmitted: int = 0  # charged guesses whose job was gone, admitted again
     settled: list[str] = field(default_factory=list)  # rounds this pass settled
     waiting: int = 0  # overdue rounds still waiting for scores
-    renotified: int = 0  # score notifications that were lost, admitted again
+    renotified: int = 0  # score notes admitted again for scores still untold (a new note each)
     notes_checked: tuple[datetime, str] | None = None  # (scored_at, id) of the last guess checked
     gave_up: list[GaveUp] = field(default_factory=list)  # dead jobs given up on by this pass
     kicked: int = 0  # open jobs of running series that were missing, admitted again
@@ -185,19 +189,21 @@ async def _renotify(services: Services, after: tuple[datetime, str] | None, min_
                     limit: int) -> tuple[int, tuple[datetime, str] | None]:
     if after is None:  # the first pass: start from now
         return 0, (await reads.database_now(services.pool), "")
-    rows = await reads.scored_after(services.pool, after, min_age_s, limit)
+    rows = await scored_untold_after(services.pool, after, min_age_s, limit)
     if not rows:
         return 0, after
-    jobs = await asyncio.gather(*(services.notifications.job(note_id(r[0])) for r in rows))
-    lost = [r for r, job in zip(rows, jobs, strict=True) if job is None]
-    if lost:
-        items = [(note_id(g), score_note(r, p, e, s, g), p) for g, r, p, e, s, _ in lost]
-        verdicts = await services.notifications.admit_many(items, serial=True)
-        log.warning("reconcile: %d score notifications were lost; admitted again", len(lost))
+    untold = {(p, r): g for g, r, p, _, told in rows if not told}  # one note per (player, round)
+    admitted = 0
+    if untold:
+        verdicts = await ScoreNotes(services.notifications).admit([(p, r, g) for (p, r), g in untold.items()])
         failed = [v for v in verdicts if isinstance(v, Exception)]
         if failed:
             raise failed[0]  # the watermark stays: the next pass checks them again
-    return len(lost), (rows[-1][5], rows[-1][0])
+        admitted = sum(v is Verdict.ENQUEUED for v in verdicts)
+        log.warning("reconcile: %d players' scores untold %.0fs after scoring; %d score notes admitted"
+                    " again, %d waiting ones made due", len(untold), min_age_s, admitted,
+                    sum(v is Verdict.REPLACED for v in verdicts))
+    return admitted, (rows[-1][3], rows[-1][0])
 
 
 async def _settle_overdue(services: Services, cursor: Cursor, grace_s: float, limit: int,

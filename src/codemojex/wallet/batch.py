@@ -13,6 +13,10 @@ Each is the batch form of a one-guess call and keeps its guarantees item by item
   each score stored once (``WHERE score IS NULL``), the exact positions locked, and the
   guesses' outbox rows deleted (a guess being scored was admitted: the relay need not).
 * :func:`mark_notified_many` stamps delivered score notes (the first stamp counts).
+* :func:`untold_scores` reads, for many (player, round) pairs at once, the scores not told yet
+  (scored, not stamped): what a player's coalesced score note says when it is delivered
+  (docs/decisions/0048-score-notes-per-player-round.md); :func:`scored_untold_after` is the
+  reconciler's page of scored guesses with whether each is told.
 
 Statement count per batch is fixed (a handful), whatever its size: that is what makes a
 guess cheap for PostgreSQL (docs/capacity.md).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -42,7 +47,8 @@ from codemojex.wallet.results import (
 from codemojex.wallet.tx import retried, transaction
 from echomq import outbox
 
-__all__ = ["ChargeItem", "ChargeOutcome", "charge_guesses", "mark_notified_many", "record_scores"]
+__all__ = ["ChargeItem", "ChargeOutcome", "Untold", "charge_guesses", "mark_notified_many", "record_scores",
+           "scored_untold_after", "untold_scores"]
 
 ChargeOutcome = Charged | AlreadyCharged | Insufficient | RoundRefused | UnknownPlayer
 
@@ -209,3 +215,45 @@ async def mark_notified_many(pool: AsyncConnectionPool, guess_ids: Sequence[str]
         cur = await conn.execute("UPDATE guesses SET notified_at = now() WHERE id = ANY(%s)"
                                  " AND notified_at IS NULL", (list(guess_ids),))
         return cur.rowcount
+
+
+@dataclass(frozen=True, slots=True)
+class Untold:
+    """A scored guess whose score is not told yet: its id, its emojis (locks overlaid) and score."""
+
+    guess_id: str
+    emojis: tuple[str, ...]
+    score: int
+
+
+@retried
+async def untold_scores(pool: AsyncConnectionPool,
+                        pairs: Sequence[tuple[str, str]]) -> list[list[Untold]]:
+    """For each ``(player, round)`` of ``pairs``, its scored guesses not stamped told yet, in
+    the order they were charged: one statement for all the pairs (``guesses_round_player``)."""
+    async with transaction(pool) as conn:
+        cur = await conn.execute(
+            "SELECT n.i, g.id, g.emojis, g.score"
+            " FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS n(p, r, i)"
+            " JOIN guesses g ON g.round_id = n.r AND g.player_id = n.p"
+            " WHERE g.score IS NOT NULL AND g.notified_at IS NULL ORDER BY n.i, g.seq",
+            ([p for p, _ in pairs], [r for _, r in pairs]))
+        rows = await cur.fetchall()
+    out: list[list[Untold]] = [[] for _ in pairs]
+    for i, gid, emojis, total in rows:
+        out[int(i) - 1].append(Untold(str(gid), tuple(emojis), int(total)))
+    return out
+
+
+@retried
+async def scored_untold_after(pool: AsyncConnectionPool, after: tuple[datetime, str], min_age_s: float,
+                              limit: int) -> list[tuple[str, str, str, datetime, bool]]:
+    """Guesses scored after the (scored_at, id) watermark ``after`` and over ``min_age_s`` ago,
+    in watermark order: (id, round, player, scored_at, told yet)."""
+    async with transaction(pool) as conn:
+        cur = await conn.execute(
+            "SELECT id, round_id, player_id, scored_at, notified_at IS NOT NULL FROM guesses"
+            " WHERE (scored_at, id) > (%s, %s) AND scored_at < now() - make_interval(secs => %s)"
+            " ORDER BY scored_at, id LIMIT %s", (*after, min_age_s, limit))
+        rows = await cur.fetchall()
+    return [(str(i), str(r), str(p), at, bool(told)) for i, r, p, at, told in rows]

@@ -7,6 +7,15 @@ counted), :class:`Failed` → backoff (a failure, retried with growing delay, de
 at the attempt limit). Delivery is at-least-once: a crash between sending and
 acking sends again, so deliveries should be cheap to repeat.
 
+**Score notes** (kind ``score`` without a guess: :mod:`codemojex.service.scorenotes`) are
+written here, when they are delivered: the player's scores of the round not told yet are
+read from PostgreSQL (one read for the notes delivered together), listed in one message,
+and stamped told (``notified_at``) once it is delivered; a note that finds nothing untold
+sends nothing. So a re-delivery of a note whose message went out and was stamped tells
+nothing again, and one that went out but was not stamped (a crash in between) tells the
+same scores again: at-least-once, never lost. A score note of one guess (``guess`` set:
+admitted before decision 0048) is delivered as it is and stamps its guess.
+
 :class:`ConsoleDelivery` prints; the Telegram delivery is a later issue and only
 has to implement :class:`Delivery`.
 """
@@ -25,7 +34,8 @@ from codemojex.domain.errors import DatabaseError
 from codemojex.infra.groups import GroupCommit
 from codemojex.service.codec import BadPayload, Note, decode_note
 from codemojex.service.context import NOTIFY_QUEUE
-from codemojex.wallet.batch import mark_notified_many
+from codemojex.service.scorenotes import scores_text
+from codemojex.wallet.batch import Untold, mark_notified_many, untold_scores
 from echomq import Ack, Backoff, ConsumerOptions, Defer, Lease, Outcome
 
 __all__ = [
@@ -108,30 +118,54 @@ class NotifyWorker:
     def __init__(self, delivery: Delivery, *, pool: AsyncConnectionPool | None = None) -> None:
         self.delivery = delivery
         self.pool = pool
-        # The stamps of the notes delivered together go in one transaction.
-        self.stamps: GroupCommit[str, None] = GroupCommit(self._stamp, max_items=256, flushes=2)
+        # The stamps of the notes delivered together go in one transaction, their reads in one.
+        self.stamps: GroupCommit[tuple[str, ...], None] = GroupCommit(self._stamp, max_items=256, flushes=2)
+        self.untold: GroupCommit[tuple[str, str], list[Untold]] = GroupCommit(self._untold, max_items=256,
+                                                                               flushes=2)
+        self.told = 0  # score notes delivered with their scores (messages)
+        self.empty = 0  # score notes that found every score of theirs told already
 
-    async def _stamp(self, guesses: list[str]) -> list[None]:
+    async def _stamp(self, groups: list[tuple[str, ...]]) -> list[None]:
         assert self.pool is not None
-        await mark_notified_many(self.pool, guesses)
-        return [None] * len(guesses)
+        await mark_notified_many(self.pool, [g for group in groups for g in group])
+        return [None] * len(groups)
+
+    async def _untold(self, pairs: list[tuple[str, str]]) -> list[list[Untold]]:
+        assert self.pool is not None
+        return await untold_scores(self.pool, pairs)
 
     async def handle(self, lease: Lease) -> Outcome:
         try:
             note = decode_note(lease.payload)
         except BadPayload as exc:
             return Backoff(error=f"bad payload: {exc}")
+        stamp: tuple[str, ...] = ()
+        if self.pool is not None and note.kind == "score":
+            if note.guess:
+                stamp = (note.guess,)
+            else:  # a player's untold scores of a round, written now
+                try:
+                    untold = await self.untold.call((note.player, note.round_id))
+                except DatabaseError as exc:
+                    return Backoff(error=f"untold scores not read: {exc}")
+                if not untold:
+                    self.empty += 1
+                    return Ack()  # every score of it was told by an earlier note
+                stamp = tuple(u.guess_id for u in untold)
+                note = Note("score", note.player, note.round_id,
+                            scores_text([(u.emojis, u.score) for u in untold]), max(u.score for u in untold))
         token = CURRENT_LEASE.set(lease)
         try:
             result = await self.delivery.deliver(lease.id, note)
         finally:
             CURRENT_LEASE.reset(token)
         if isinstance(result, Delivered):
-            if self.pool is not None and note.kind == "score" and note.guess:
+            if stamp:
                 try:
-                    await self.stamps.call(note.guess)
+                    await self.stamps.call(stamp)
                 except DatabaseError as exc:
                     return Backoff(error=f"delivered, not stamped: {exc}")
+                self.told += not note.guess
             return Ack()
         if isinstance(result, RateLimited):
             return Defer(delay_ms=max(1, result.retry_after_ms))
