@@ -1,4 +1,4 @@
-"""Score notes per player per round (decision 0048): at most one waiting note per (player,
+"""Score notes per player per round (decision 0049): at most one waiting note per (player,
 round), telling every score not told yet in one message, at-least-once and never twice."""
 
 from __future__ import annotations

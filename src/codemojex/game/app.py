@@ -7,7 +7,7 @@ for children started before it, so nothing is produced before its consumer runs)
 1. ``cache``   the cache tier, itself a ``rest_for_one`` tree (directory, games, emoji_sets)
 2. ``notify``  drains ``cm.notify`` (beat 50 ms, lease 15 s; 250 ms for the console)
 3. ``score``   drains ``cm`` (beat 250 ms, lease 10 s); produces notifications (a score
-   note per player per round at a time, decision 0048)
+   note per player per round at a time, decision 0049)
 4. ``settle``  drains ``cm-settle`` (beat 100 ms, lease 10 s); opens and settles rounds
 5. ``relay``   echomq's outbox relay on the game's outbox (``cm_outbox``): admits the
    job of a charged guess whose row is over ``RELAY_MIN_AGE_MS`` old (its charge's own

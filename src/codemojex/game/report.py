@@ -10,7 +10,7 @@ checks:
 * every scored guess of the run's rounds is told in a delivered message
   (:func:`delivered_score_notes`: the notification worker stamps ``notified_at`` on
   each guess a player's score note listed, in PostgreSQL, once that message is out; a
-  note lists only scores not stamped yet, decision 0048). Every count is scoped to the
+  note lists only scores not stamped yet, decision 0049). Every count is scoped to the
   same rounds and read from PostgreSQL, whatever
   process delivered the notes and however long ago (a resumed game counts the notes
   its crashed predecessor delivered, too, and the queue's done rows may have expired);

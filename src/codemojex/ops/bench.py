@@ -15,7 +15,7 @@ Around the run it reads the servers' own accounting:
   and the CPU of the postmaster and every process it started (``/proc``; only when the
   server runs on this machine, else "n/a");
 * the notification jobs done on ``cm.notify`` and the messages delivered (a player's score
-  note tells every score of theirs not told yet in one message: decision 0048).
+  note tells every score of theirs not told yet in one message: decision 0049).
 
 First a quiet interval (the tree running, no player, no round) gives the **idle cost per
 second** (consumers' beats, upkeep, the reconciler's pass); the cost of the run minus the

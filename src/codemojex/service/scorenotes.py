@@ -1,5 +1,5 @@
 """Score notes per player per round: at most one waiting note per (player, round), carrying
-every score not told yet (docs/decisions/0048-score-notes-per-player-round.md).
+every score not told yet (docs/decisions/0049-score-notes-per-player-round.md).
 
 A note on ``cm.notify`` is a pointer, not a text: *tell ``player`` their untold scores of
 ``round``*. The notification worker reads those scores from PostgreSQL when it delivers the

@@ -15,7 +15,7 @@ Each is the batch form of a one-guess call and keeps its guarantees item by item
 * :func:`mark_notified_many` stamps delivered score notes (the first stamp counts).
 * :func:`untold_scores` reads, for many (player, round) pairs at once, the scores not told yet
   (scored, not stamped): what a player's coalesced score note says when it is delivered
-  (docs/decisions/0048-score-notes-per-player-round.md); :func:`scored_untold_after` is the
+  (docs/decisions/0049-score-notes-per-player-round.md); :func:`scored_untold_after` is the
   reconciler's page of scored guesses with whether each is told.
 
 Statement count per batch is fixed (a handful), whatever its size: that is what makes a

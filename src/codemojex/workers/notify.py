@@ -14,7 +14,7 @@ and stamped told (``notified_at``) once it is delivered; a note that finds nothi
 sends nothing. So a re-delivery of a note whose message went out and was stamped tells
 nothing again, and one that went out but was not stamped (a crash in between) tells the
 same scores again: at-least-once, never lost. A score note of one guess (``guess`` set:
-admitted before decision 0048) is delivered as it is and stamps its guess.
+admitted before decision 0049) is delivered as it is and stamps its guess.
 
 :class:`ConsoleDelivery` prints; the Telegram delivery is a later issue and only
 has to implement :class:`Delivery`.

@@ -7,7 +7,7 @@ Guarantees, however often a guess is delivered (at-least-once):
   and, in the same transaction, its exact positions become the player's locks;
 * its score is told by the player's score note of the round (at most one waiting per
   player and round, carrying every score not told yet: :mod:`codemojex.service.scorenotes`,
-  decision 0048), whose admission follows the score's commit on every delivery, so a
+  decision 0049), whose admission follows the score's commit on every delivery, so a
   crash between the two loses nothing and a re-delivery tells nothing twice (the note
   reads the untold scores when it is delivered and stamps what it told).
 
