@@ -236,6 +236,10 @@ MUTANTS: list[Mutant] = [
            "the duplicate check removed"),
     Mutant("flow_admit: expects one child fewer (release without the last child)", "flow_admit.lua",
            "'children', #ARGV - 11,", "'children', #ARGV - 12,", "child count off by one"),
+    Mutant("flows: a failed parent never tells its own parent", "include/flows.lua",
+           "if not row[4] then return verdict or 3 end", "do return verdict or 3 end",
+           "a nested flow's root waits for ever once an inner parent failed (the flow "
+           "machine's nested_failure_in_one_queue step reaches it every run)"),
     Mutant("flows: a child's notice is never written", "include/flows.lua",
            "redis.call('HSET', finished, id, outcome .. ':' .. parent)", "",
            "the parent is never released"),

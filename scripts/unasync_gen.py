@@ -104,6 +104,8 @@ ASYNC_ONLY = {
     "test_refusals.py": "a running Consumer ridden through refusals (asyncio only)",
     "test_resend_verdicts.py": "a proxy fixture per topology; the blocking resend has its own test here",
     "test_results.py": "waiters as asyncio tasks racing the end; blocking result() tested here in a thread",
+    "test_run_cancelled.py": "a Consumer's and a Supervisor's run() cancelled, the process pool's "
+                             "kill under a cancel (asyncio only)",
     "test_schedules.py": "AsyncScheduler tasks and the blocking Scheduler in threads side by side, a worker",
     "test_seam.py": "checks both seams (the async one and its generated copy) itself",
     "test_bytes_bounded.py": "bounds of the protocol layer both APIs share; memory runs on own servers",

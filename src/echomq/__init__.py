@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from echomq.ops import dashboard as dashboard
     from echomq.protocol import Bulk
     from echomq.protocol import keyspace as keyspace
+    from echomq.protocol.flows import FlowSpec, StepOptions
     from echomq.protocol.gate import Claimed, Gate, RateLimit
     from echomq.protocol.keyspace import job_key, queue_key, slot
     from echomq.protocol.schedules import Missed, Schedule, tick_of
@@ -146,6 +147,7 @@ __all__ = [
     "Defer",
     "EchoMQError",
     "EmbeddedValkey",
+    "FlowSpec",
     "Gate",
     "GroupHandle",
     "Handler",
@@ -194,6 +196,7 @@ __all__ = [
     "ShardedQueue",
     "Signature",
     "Stats",
+    "StepOptions",
     "Supervisor",
     "SupervisorGaveUp",
     "SyncBatchHandle",

@@ -61,8 +61,13 @@ class FlowRef:
         node.state = state
         if node.parent and node.parent[0] == key[0]:
             # the parent's slot (same queue): settled by the script that ended the child, no
-            # notice (decision 0041); its release is counted here, not by a relay report
-            self.direct += self.settle(node.parent, key, state) == 2
+            # notice (decision 0041); its release is counted here, not by a relay report.
+            # The settle first, then the count: ``self.direct += self.settle(...)`` read
+            # ``direct`` before the settle ran, so a release counted inside it (an inner
+            # parent failed by this child, ended here, releasing its own parent in this
+            # queue) was overwritten: the bookkeeping check failed though the queue was right.
+            released = self.settle(node.parent, key, state) == 2
+            self.direct += released
         elif node.parent:
             pq_, pid = node.parent
             self.notices[key] = f"{state}:{pid}:{pq_}"
@@ -172,6 +177,33 @@ class FlowMachine(RuleBasedStateMachine):
         for c in leaves:
             self.ref.nodes[(c.queue, c.id)] = Node("pending", parent=ik)
         self.reached.add("nested flow admitted")
+
+    @rule(data=st.data(), root_policy=st.sampled_from(["continue", "ignore"]),
+          leaf_last=st.booleans())
+    def nested_failure_in_one_queue(self, data: st.DataObject, root_policy: str,
+                                    leaf_last: bool) -> None:
+        """A two-level flow all in one queue (a chord whose group may fail, decision 0041):
+        the root's plain child and the inner parent's one leaf are cancelled while pending.
+        With the leaf last, the leaf's own script fails the inner parent (policy 'fail')
+        and, the inner parent being the root's last child, releases the root (policy
+        'continue' or 'ignore'): two settles and a release in one script. The other steps
+        reach this only now and then; here it happens every time the step is drawn."""
+        q = data.draw(st.sampled_from(self.names), label="queue")
+        leaf, side = FlowSpec(q, generate("JOB"), b"k"), FlowSpec(q, generate("JOB"), b"k")
+        inner = FlowSpec(q, generate("JOB"), b"i", (leaf,), "fail")
+        root = FlowSpec(q, generate("JOB"), b"p", (inner, side), root_policy)
+        assert self.qs[q].flows.admit_tree(root)
+        rk, ik, lk, sk = ((q, x.id) for x in (root, inner, leaf, side))
+        self.ref.nodes[rk] = Node("waiting", kids={ik: "", sk: ""}, policy=root_policy)
+        self.ref.nodes[ik] = Node("waiting", parent=rk, kids={lk: ""}, policy="fail")
+        self.ref.nodes[lk] = Node("pending", parent=ik)
+        self.ref.nodes[sk] = Node("pending", parent=rk)
+        for key in (sk, lk) if leaf_last else (lk, sk):
+            self.qs[q].cancel([key[1]])
+            self.ref.ended(key, "cancelled")
+        assert self.ref.nodes[rk].state == "pending"
+        if leaf_last:
+            self.reached.add("released by a failed inner parent's script")
 
     @rule(data=st.data(), n=st.integers(1, 3), with_parent=st.sampled_from([True, True, False]))
     def half_admit(self, data: st.DataObject, n: int, with_parent: bool) -> None:

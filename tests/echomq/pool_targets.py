@@ -58,6 +58,17 @@ def forever(lease: Lease) -> None:
         pass
 
 
+def forever_noting_term(lease: Lease) -> None:
+    """Never returns: a pure-Python busy loop; a SIGTERM is noted (the file ``term`` appears)
+    and ignored, so only SIGKILL stops it (a test sees the kill begin)."""
+    args = json.loads(lease.payload)
+    term = Path(str(args["dir"])) / "term"
+    signal.signal(signal.SIGTERM, lambda *_: term.touch())  # before anything can time out
+    _record(lease)
+    while True:
+        pass
+
+
 def spawns_then_hangs(lease: Lease) -> None:
     """Starts a ``sleep`` of its own (its pid in ``grandchild``), then never returns."""
     args = _record(lease)

@@ -114,7 +114,9 @@ BAD: dict[str, list[Case]] = {
     "search": [lambda q, x: q.search(cursor="not a cursor"), lambda q, x: q.search(limit=0)],
     "admit_flow": [lambda q, x: q.admit_flow(parent=("nope", b""), children=[("edge", x.id, b"")]),
                    lambda q, x: q.admit_flow(parent=(x.id, b""), children=[("edge", x.id, b"")],
-                                             on_child_failure="maybe")],
+                                             on_child_failure="maybe"),
+                   lambda q, x: q.admit_flow(parent=(x.id, b""),
+                                             children=[("edge", generate("JOB"), b"", {"priority": 1})])],
     "children": [lambda q, x: q.children("nope")],
     "cancel_flow": [lambda q, x: q.cancel_flow("nope")],
 }

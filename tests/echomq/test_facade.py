@@ -46,6 +46,8 @@ EXPORTED = [
     # canvas and batches (decision 0041)
     "Signature", "chain", "chord", "group", "BatchHandle", "BatchStatus", "GroupHandle",
     "SyncBatchHandle", "SyncGroupHandle",
+    # a flow job's shape and its own options (decisions 0038, 0041)
+    "FlowSpec", "StepOptions",
 ]
 # Public subpackages a user imports by name (``from echomq import dashboard``), each with
 # its own ``__all__``: the dashboard plugin API (an extra: aiohttp), the CLI kit, id minting.

@@ -126,3 +126,56 @@ async def test_bad_options_are_refused_before_any_write(conn: Any, qname: str) -
             with pytest.raises(InvalidArgument):
                 await conn.run(Call(call.script, call.keys, args))
     assert await q.job(pid) is None and await q.job(child) is None
+
+
+async def test_admit_flow_gives_each_child_and_the_parent_its_own_options(
+        conn: Any, qname: str) -> None:
+    """``admit_flow`` (the one-level door, not only ``admit_tree``): a child's options as a
+    fourth element, in its own queue or another slot; the parent's as ``options``."""
+    q = AsyncQueue(conn, qname, options=QueueOptions(max_attempts=5))
+    far = AsyncQueue(conn, other_slot(qname))
+    pid = generate("JOB")
+    ids = {n: generate("JOB") for n in ("prio", "laned", "later", "plain")}
+    assert await q.admit_flow(parent=(pid, b"p"), children=[
+        (qname, ids["prio"], b"a", StepOptions(priority=2, timeout_ms=777)),
+        (qname, ids["laned"], b"b", StepOptions(lane="L", serial=True, max_attempts=1)),
+        (far.name, ids["later"], b"c", StepOptions(delay_ms=600_000)),
+        (far.name, ids["plain"], b"d")], on_child_failure="ignore",
+        options=StepOptions(lane="P", priority=1))
+    rows = {n: await _row(far if n in ("later", "plain") else q, i) for n, i in ids.items()}
+    assert (rows["prio"]["prio"], rows["prio"]["timeout"]) == (b"2", b"777")
+    assert (rows["laned"]["lane"], rows["laned"]["serial"], rows["laned"]["max"]) == (b"L", b"1", b"1")
+    assert (rows["later"]["state"], rows["later"]["delay"]) == (b"delayed", b"600000")
+    assert rows["plain"]["state"] == b"pending" and "lane" not in rows["plain"]
+    parent = await _row(q, pid)
+    assert (parent["state"], parent["lane"], parent["prio"]) == (b"waiting", b"P", b"1")
+    got = await q.claim(10, lease_ms=60_000)
+    assert got[0].id == ids["prio"]  # its priority first
+    assert {x.id: x.timeout_ms for x in got}[ids["prio"]] == 777
+    assert [x.id for x in await far.claim(10, lease_ms=60_000)] == [ids["plain"]]  # later waits
+    # a retry of the same flow, options and all, is a duplicate
+    assert not await q.admit_flow(parent=(pid, b"p"), children=[
+        (qname, ids["prio"], b"a", StepOptions(priority=2, timeout_ms=777)),
+        (qname, ids["laned"], b"b", StepOptions(lane="L", serial=True, max_attempts=1)),
+        (far.name, ids["later"], b"c", StepOptions(delay_ms=600_000)),
+        (far.name, ids["plain"], b"d")], on_child_failure="ignore",
+        options=StepOptions(lane="P", priority=1))
+
+
+async def test_admit_flow_refuses_bad_child_options_before_any_write(conn: Any, qname: str) -> None:
+    q = AsyncQueue(conn, qname)
+    far = AsyncQueue(conn, other_slot(qname))
+    pid, first, second = generate("JOB"), generate("JOB"), generate("JOB")
+    for bad in ((far.name, second, b"c", {"priority": 1}),  # options that are no StepOptions
+                (far.name, second, b"c", StepOptions(), "extra"), (far.name, second)):
+        with pytest.raises(InvalidArgument):
+            await q.admit_flow(parent=(pid, b"p"), children=[
+                (qname, first, b"ok", StepOptions(priority=1)), bad])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgument):
+        await q.admit_flow(parent=(pid, b"p"), children=[(qname, first, b"ok")],
+                           options={"lane": "P"})  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):  # a deadline no later than the child's own delay
+        await q.admit_flow(parent=(pid, b"p"), children=[
+            (qname, first, b"ok", StepOptions(delay_ms=500))], expires_ms=500)
+    for queue, job in ((q, pid), (q, first), (far, second)):
+        assert await queue.job(job) is None  # the first child was not held either

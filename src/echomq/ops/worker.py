@@ -318,18 +318,20 @@ class Worker:
                 raise failure
         finally:
             self.stop(hurry=True)
-            await asyncio.gather(*runs, return_exceptions=True)
-            registration.stop()
-            for task in aux:
-                task.cancel()
-            await asyncio.gather(*aux, return_exceptions=True)
-            with contextlib.suppress(Exception):
-                await registration.remove()
-            if self.metrics is not None:
-                self.metrics.close()
-            if s.on_shutdown is not None:
-                await s.on_shutdown()
-            self._fill_report()
+            try:
+                await asyncio.gather(*runs, return_exceptions=True)
+            finally:  # also when run() is cancelled again meanwhile: its beats went on
+                registration.stop()
+                for task in aux:
+                    task.cancel()
+                await asyncio.gather(*aux, return_exceptions=True)
+                with contextlib.suppress(Exception):
+                    await registration.remove()
+                if self.metrics is not None:
+                    self.metrics.close()
+                if s.on_shutdown is not None:
+                    await s.on_shutdown()
+                self._fill_report()
         return self.report
 
     async def _schedules(self, scheduler: AsyncScheduler) -> None:

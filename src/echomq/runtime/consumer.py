@@ -54,6 +54,10 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   period, then cancels them and hands their jobs back at once (``defer`` with no
   delay, fenced by the attempt: pending again, no failure counted) instead of
   leaving them to a lease expiry. ``stop(hurry=True)`` ends the grace period now.
+* Cancelling the task of :meth:`run` ends it without a grace period: its handlers are
+  cancelled, nothing it leased and had not started runs after it ended (neither a lease
+  held ahead nor one queued for a handler thread), and those jobs wait for their leases to
+  expire (reap runs them again): nothing more is sent to a server that may be why.
 * A handler's exception is logged with its traceback; the row keeps its type,
   message and a bounded traceback (:mod:`echomq.core.failures`).
 * ``options.timeout_ms`` (or the job's own, given at admission): a handler running
@@ -177,13 +181,27 @@ class Consumer:
             self._start(self._parking.take())  # leased to us before the withdrawal: run them
             await self._drain()
         finally:
+            # Before any await: nothing leased and not started runs from now on. A run()
+            # cancelled (or failed) while it pumped skipped _drain, and each handler task
+            # cancelled below frees a slot that would start the next lease held ahead: a
+            # handler running after run() ended, without heartbeats, its job run again
+            # once its lease expired. Those leases are left to expire (reap), not handed
+            # back: a cancelled run() sends nothing more to a server that may be the reason.
+            self._stopping.set()  # a hand-off heard from here on is not started either
+            unrun = self._take_back_unstarted()
+            if unrun:
+                log.info("%s: ended before %d leased job(s) started; their leases will expire",
+                         self.name, len(unrun))
             if self._threads is not None:
                 self._pool.leave_threads(self.queue.name)
             self._closed = True  # the aux loops check it too: a cancel alone can be lost
-            await cancel_and_wait(aux)
-            await cancel_and_wait(self._leases.tasks() + self._runs.tasks())
-            if self.processes is not None:
-                await self.processes.aclose()
+            # One call: every task is cancelled before its first await, so a second cancel
+            # of run() while it waits cannot leave a handler running without heartbeats.
+            try:
+                await cancel_and_wait(aux + self._leases.tasks() + self._runs.tasks())
+            finally:  # the handler processes end even then
+                if self.processes is not None:
+                    await self.processes.aclose()
         if self._fatal is not None:
             raise self._fatal
 
@@ -355,14 +373,16 @@ class Consumer:
             async with asyncio.timeout(seconds):
                 await event.wait()
 
+    def _take_back_unstarted(self) -> list[Lease]:
+        """Out of the table, never to run here: the direct leases no handler thread has
+        started, the leases held ahead waiting for a slot, the hand-offs not started."""
+        unrun = self._threads.hold(self.queue.name) if self._threads is not None else []
+        for lease in unrun:
+            self._leases.end_direct(lease)
+        return unrun + self._tasks.take_back_unstarted() + self._parking.take()
+
     async def _drain(self) -> None:
-        if self._threads is not None:  # direct leases no thread has started: not run now
-            unrun = self._threads.hold(self.queue.name)
-            for lease in unrun:
-                self._leases.end_direct(lease)
-            if unrun:
-                await self._hand_back(unrun)
-        unstarted = self._tasks.take_back_unstarted()  # leased ahead, waiting for a slot
+        unstarted = self._take_back_unstarted()
         if unstarted:
             await self._hand_back(unstarted)
         deadline = time.monotonic() + self.options.grace_s

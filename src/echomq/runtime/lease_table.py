@@ -10,17 +10,26 @@ A *direct* lease (:mod:`echomq.runtime.direct_runs`) has no task: its blocking h
 straight on a handler thread. It is kept by itself (its object's identity); the table
 reports it with ``None`` for its task, and losing it only drops it (the thread cannot be
 stopped; what it returns later is discarded because the lease is no longer here).
+
+Two cancellation helpers of the runtime live here too: :func:`cancel_and_wait` (tasks
+ended, a lost cancel repeated) and :func:`to_the_end` (cleanup that must finish, the
+caller's cancellation delayed until then, never swallowed).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import logging
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from echomq.core.model import Lease
 
-__all__ = ["LeaseTable", "cancel_and_wait"]
+__all__ = ["LeaseTable", "cancel_and_wait", "to_the_end"]
+
+log = logging.getLogger("echomq.runtime")
+T = TypeVar("T")
 
 
 class LeaseTable:
@@ -132,3 +141,24 @@ async def cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.exception()  # retrieve it: an aux loop's failure was already logged
+
+
+async def to_the_end(aw: Awaitable[T], *, what: str) -> T:
+    """Await ``aw`` to its end even if the caller is cancelled meanwhile (a kill that must
+    complete, children that must be down), then let that cancellation go on: it is delayed,
+    never swallowed. Swallowing it (``suppress(CancelledError)`` around the wait) ended the
+    caller's cancellation there: its task went on as if never asked to stop (and on Python
+    3.11 its later ``asyncio.timeout`` raised CancelledError instead of TimeoutError).
+    ``what`` names the work in the log line when it fails while the caller is cancelled."""
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed while its caller was cancelled", what, exc_info=task.exception())
+        raise asyncio.CancelledError
+    return task.result()

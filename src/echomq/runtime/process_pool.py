@@ -39,6 +39,7 @@ from echomq.core.model import Lease
 from echomq.core.outcomes import Ack, Backoff, Defer, Outcome
 from echomq.runtime import pool_child
 from echomq.runtime.handling import timed_out, timeout_for
+from echomq.runtime.lease_table import to_the_end
 
 __all__ = ["ProcessPool", "handler_path", "pooled", "resolve_handler"]
 
@@ -260,10 +261,10 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 async def _unstoppable(aw: Awaitable[Any]) -> None:
     """Await ``aw`` to its end even if the caller is cancelled meanwhile (again): a kill
-    must complete before the attempt is handed back."""
-    task = asyncio.ensure_future(aw)
-    while not task.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(task)
-    if not task.cancelled() and task.exception() is not None:
-        log.error("stopping a handler's process failed", exc_info=task.exception())
+    must complete before the attempt is handed back. A cancellation that came meanwhile
+    goes on after it (it was swallowed: an attempt cancelled while its timed-out child was
+    being killed ended in HandlerTimeout, and its task went on to write that failure)."""
+    try:
+        await to_the_end(aw, what="stopping a handler's process")
+    except Exception:  # the child is as gone as it will get; the attempt's end is the caller's
+        log.error("stopping a handler's process failed", exc_info=True)

@@ -130,8 +130,10 @@ class ShardedConsumer:
             for task in tasks:
                 if not task.done():
                     self._stop_current(hurry=True)
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await cancel_and_wait([watch])
+            try:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            finally:  # also when run() is cancelled again meanwhile: it used to poll on
+                await cancel_and_wait([watch])
         if not moved or self._stopped:
             return False
         await self.queue._follow(ShardCountMismatch(

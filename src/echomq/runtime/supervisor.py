@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from echomq.core.errors import EchoMQError, InvalidArgument
+from echomq.runtime.lease_table import cancel_and_wait, to_the_end
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorGaveUp", "run_until_signal"]
 
@@ -82,16 +82,21 @@ class Supervisor:
         await spec.start()
 
     async def _stop_child(self, spec: ChildSpec) -> None:
+        """Its graceful stop and up to ``shutdown_s`` for it, then a cancel. Once begun,
+        the stop ends with the child down even if this supervisor is cancelled meanwhile
+        (that only cuts the graceful wait short); then the cancellation goes on. It used to
+        be swallowed with the child's (``suppress(CancelledError)`` around ``await task``):
+        a supervisor cancelled while it restarted children went on supervising, restarted
+        them, and whoever cancelled it waited for ever."""
         task = self._tasks.pop(spec.name, None)
         if task is None or task.done():
             return
-        if spec.stop is not None:
-            spec.stop()
-            with contextlib.suppress(TimeoutError):
+        try:
+            if spec.stop is not None:
+                spec.stop()
                 await asyncio.wait({task}, timeout=spec.shutdown_s)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        finally:  # the child's own end (cancelled, failed) is retrieved there, not raised
+            await to_the_end(cancel_and_wait([task]), what=f"{self.name}: stopping {spec.name}")
 
     async def _stop_all(self, specs: Sequence[ChildSpec]) -> None:
         for spec in reversed(specs):
@@ -143,8 +148,8 @@ class Supervisor:
                     finally:
                         stop.cancel()
                         change.cancel()
-        finally:
-            await self._stop_all(self.children)
+        finally:  # every child down before run() ends, even if it is cancelled again
+            await to_the_end(self._stop_all(self.children), what=f"{self.name}: stopping")
 
     def stop(self) -> None:
         """Stop every child in reverse order; :meth:`run` returns when they are down."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from echomq import protocol as p
 from echomq.client._async.admission import AdmitItem, AsyncAdmission
-from echomq.client._async.flows import AsyncFlows, FlowNode
+from echomq.client._async.flows import AsyncFlows, Child, FlowNode
 from echomq.client._async.results import read_progress, wait_result
 from echomq.client._async.seam import Reply, ScriptConnector, WakeSubscription
 from echomq.client._async.search import SearchPage, search
@@ -40,6 +40,7 @@ from echomq.core.model import (
 from echomq.protocol import Bulk, Call
 from echomq.protocol import handoff as h
 from echomq.protocol.decoders import text
+from echomq.protocol.flows import PLAIN, StepOptions
 from echomq.protocol.gate import Claimed, Gate, RateLimit, check_lane_rate, decode_gate
 from echomq.protocol.search import SearchQuery
 
@@ -128,15 +129,16 @@ class AsyncQueue:
                                           dedupe_ms=dedupe_ms, dedupe_key=dedupe_key,
                                           dedupe_mode=dedupe_mode, expires_ms=expires_ms)
 
-    async def admit_flow(self, *, parent: tuple[str, bytes],
-                         children: Sequence[tuple[str, str, bytes]],
-                         on_child_failure: str = "fail", expires_ms: int | None = None) -> bool:
+    async def admit_flow(self, *, parent: tuple[str, bytes], children: Sequence[Child],
+                         on_child_failure: str = "fail", expires_ms: int | None = None,
+                         options: StepOptions = PLAIN) -> bool:
         """Admit ``parent`` = (id, payload) here, waiting for ``children`` = (queue, id,
-        payload) in any queues; released (pending) once every child ended. ``on_child_failure``:
-        'fail' (the parent dies), 'continue' (failures recorded) or 'ignore'. True admitted,
-        False a retry of this flow (decision 0038; :class:`AsyncFlows`)."""
+        payload) in any queues, each with its own :class:`StepOptions` as a fourth element if
+        it has any; released (pending) once every child ended, with ``options`` as its own.
+        ``on_child_failure``: 'fail' (the parent dies), 'continue' (failures recorded) or
+        'ignore'. True admitted, False a retry of this flow (decision 0038; :class:`AsyncFlows`)."""
         return await self.flows.admit(self.name, parent, children, on_child_failure=on_child_failure,
-                                      expires_ms=expires_ms)
+                                      expires_ms=expires_ms, options=options)
 
     async def children(self, parent_id: str) -> list[FlowNode]:
         """The children of a flow's parent here, each with its state, outcome and result."""

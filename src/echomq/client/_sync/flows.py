@@ -31,10 +31,18 @@ from echomq.protocol import decoders as d
 from echomq.protocol import flows as f
 from echomq.protocol import row as row_call
 from echomq.protocol.calls import Call
-from echomq.protocol.flows import MAX_DEPTH, FlowSpec, StepOptions, walk
+from echomq.protocol.flows import MAX_DEPTH, PLAIN, FlowSpec, StepOptions, walk
 from echomq.protocol.keyspace import QueueKeys
 
-__all__ = ["FlowAbandoned", "FlowNode", "FlowSpec", "Flows", "RelayReport", "StepOptions"]
+__all__ = [
+    "Child",
+    "FlowAbandoned",
+    "FlowNode",
+    "FlowSpec",
+    "Flows",
+    "RelayReport",
+    "StepOptions",
+]
 
 REPAIR_AFTER_MS = 60_000
 """A held child older than this is repaired: its admission is deemed dead (decision 0038)."""
@@ -67,8 +75,21 @@ class RelayReport:
     failed: int = 0  # parents this step failed (policy 'fail')
 
 
+Child = tuple[str, str, bytes] | tuple[str, str, bytes, StepOptions]
+"""A child of :meth:`Flows.admit`: (queue, id, payload), and its own options if any."""
+
+
 def _ok(reply: object) -> int:
     return int(d._raise_if_error(reply))
+
+
+def _child(child: Child, expires_ms: int | None) -> FlowSpec:
+    """One child of :meth:`Flows.admit` as a leaf (its options checked by ``walk``)."""
+    if not isinstance(child, tuple | list) or len(child) not in (3, 4):
+        raise InvalidArgument("a child of a flow is (queue, id, payload) or (queue, id, payload, "
+                              f"StepOptions), not {child!r}")
+    return FlowSpec(child[0], child[1], child[2], expires_ms=expires_ms,
+                    options=child[3] if len(child) == 4 else PLAIN)
 
 
 class Flows:
@@ -78,18 +99,19 @@ class Flows:
         self.connector = connector
         self._cursors: dict[str, int] = {}  # the relay's HSCAN cursor per queue
 
-    def admit(self, queue: str, parent: tuple[str, bytes],
-                    children: Sequence[tuple[str, str, bytes]], *,
-                    on_child_failure: str = "fail", expires_ms: int | None = None) -> bool:
+    def admit(self, queue: str, parent: tuple[str, bytes], children: Sequence[Child], *,
+                    on_child_failure: str = "fail", expires_ms: int | None = None,
+                    options: StepOptions = PLAIN) -> bool:
         """Admit a flow: ``parent`` = (id, payload) in ``queue``, ``children`` = (queue, id,
-        payload) each. True when admitted, False when this exact flow was admitted before
-        (a retry). ``expires_ms``: every child's deadline to start by, from this admission
-        (a child past it ends expired: a failed child; decision 0045). Every argument is
-        checked before the first write."""
+        payload) each, or (queue, id, payload, StepOptions) for a child with options of its
+        own (lane, serial, priority, attempts, timeout, delay: applied when it starts);
+        ``options`` are the parent's (applied when it is released). True when admitted,
+        False when this exact flow was admitted before (a retry). ``expires_ms``: every
+        child's deadline to start by, from this admission (a child past it ends expired: a
+        failed child; decision 0045). Every argument is checked before the first write."""
         pid, payload = parent
         return self.admit_tree(FlowSpec(queue, pid, payload, tuple(
-            FlowSpec(cq, cid, pay, expires_ms=expires_ms) for cq, cid, pay in children),
-            on_child_failure))
+            _child(c, expires_ms) for c in children), on_child_failure, options=options))
 
     def admit_tree(self, root: FlowSpec) -> bool:
         """Admit a flow whose children may be parents themselves (a chain, a chord): the
