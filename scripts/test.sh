@@ -29,7 +29,7 @@ unset PYTHONDONTWRITEBYTECODE
 # and caches the test modules themselves). Only a speed-up: a file that does not compile
 # is the tests' to report.
 .venv/bin/python -m compileall -qq -j 0 -x '/test_[^/]*[.]py$' src tests || true
-# mypy (about 20 s on one core with a fresh clone's empty cache) and the generated code's
+# mypy (12 s of CPU on one core with a fresh clone's empty cache) and the generated code's
 # check run beside the tests rather than before them: the tests' servers leave a core idle
 # for much of the run. Their output comes after the tests'; either failing fails the command.
 checks_log="$(mktemp)"
