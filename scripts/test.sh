@@ -24,6 +24,25 @@ fi
 # each test module's asserts) afresh, about 6 s of CPU per worker's collection.
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
-.venv/bin/mypy
-.venv/bin/python scripts/unasync_gen.py --check
-exec .venv/bin/pytest -n "${ECHOMQ_TEST_WORKERS:-4}" --dist worksteal "${marks[@]}" "$@"
+# A fresh clone has no bytecode: compile src/ and the tests' helper modules once, on both
+# cores, rather than in each worker and each Python child the tests start (pytest rewrites
+# and caches the test modules themselves). Only a speed-up: a file that does not compile
+# is the tests' to report.
+.venv/bin/python -m compileall -qq -j 0 -x '/test_[^/]*[.]py$' src tests || true
+# mypy (12 s of CPU on one core with a fresh clone's empty cache) and the generated code's
+# check run beside the tests rather than before them: the tests' servers leave a core idle
+# for much of the run. Their output comes after the tests'; either failing fails the command.
+checks_log="$(mktemp)"
+trap 'rm -f "$checks_log"' EXIT
+{ .venv/bin/mypy && .venv/bin/python scripts/unasync_gen.py --check; } >"$checks_log" 2>&1 &
+checks=$!
+status=0
+.venv/bin/pytest -n "${ECHOMQ_TEST_WORKERS:-4}" --dist worksteal "${marks[@]}" "$@" || status=$?
+checks_status=0
+wait "$checks" || checks_status=$?
+cat "$checks_log"
+if [ "$checks_status" -ne 0 ]; then
+    echo "scripts/test.sh: mypy or the generated code's check failed (above)" >&2
+    exit 1
+fi
+exit "$status"

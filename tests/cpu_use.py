@@ -1,10 +1,11 @@
 """Per-test CPU, for finding where the suite's time goes (off unless ``ECHOMQ_TEST_CPU`` is set).
 
 ``ECHOMQ_TEST_CPU=DIR .venv/bin/pytest ...`` writes one JSON line per test to
-``DIR/<worker>.jsonl``: the test's id, its wall time and the CPU seconds (user + system)
-spent meanwhile by the test process, every process below it (embedded servers, worker
-children; ended ones through their parent's reaped-children counters) and the session's
-PostgreSQL server (its postmaster runs in a session of its own, outside that tree).
+``DIR/<worker>.jsonl``: the test's id, its start (Unix time), its wall time and the CPU
+seconds (user + system) spent meanwhile by the test process, every process below it
+(embedded servers, worker children; ended ones through their parent's reaped-children
+counters) and the session's PostgreSQL server (its postmaster runs in a session of its own,
+outside that tree).
 CPU is the honest measure on a shared machine: other sessions' load stretches wall time,
 not the CPU a test costs. ``python scripts/suite_cpu.py DIR`` sums and ranks the lines.
 A session-wide server's start counts to the first test that needs it.
@@ -78,13 +79,14 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     if not _DIR:
         yield
         return
-    t0, c0 = time.monotonic(), cpu_ticks()
+    start, t0, c0 = time.time(), time.monotonic(), cpu_ticks()
     yield
     wall, cpu = time.monotonic() - t0, (cpu_ticks() - c0) / _TICK
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     Path(_DIR).mkdir(parents=True, exist_ok=True)
     with open(Path(_DIR) / f"{worker}.jsonl", "a") as f:
-        f.write(json.dumps({"id": item.nodeid, "wall": round(wall, 3), "cpu": round(cpu, 2),
+        f.write(json.dumps({"id": item.nodeid, "start": round(start, 2), "wall": round(wall, 3),
+                            "cpu": round(cpu, 2),
                             "worker": worker,
                             "marks": sorted(m for m in ("slow", "cluster") if item.get_closest_marker(m))})
                 + "\n")

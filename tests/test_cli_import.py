@@ -58,6 +58,13 @@ def test_a_verb_loads_what_it_needs() -> None:
     assert {"redis", "asyncio", "echomq.client._async.connector"} <= set(_loaded(code))
 
 
+def test_importing_the_bot_loads_no_aiogram() -> None:
+    """``aiogram.types`` builds the schemas of its 444 types on import (seconds of CPU): the
+    bot's modules, which the tests import at collection, leave it to ``make_bot`` and the
+    send (the bot's own tests show those work)."""
+    assert "aiogram" not in _loaded("import codemojex.bot\nimport codemojex.bot.telegram")
+
+
 def test_the_facade_table_is_its_exports() -> None:
     table = names_of((ROOT / "src" / "echomq" / "__init__.py").read_text(encoding="utf-8"))
     # the public namespaces (tests/echomq/test_facade.py NAMESPACES) are modules, not in __all__

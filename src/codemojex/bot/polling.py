@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-
-from aiogram import Bot
+from typing import TYPE_CHECKING
 
 from codemojex.bot.ingress import Ingress
 from echomq import BackoffDelays
+
+if TYPE_CHECKING:  # the bot is made by telegram.make_bot, which imports aiogram
+    from aiogram import Bot
 
 __all__ = ["ALLOWED_UPDATES", "Poller"]
 

@@ -38,22 +38,20 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-
-from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import (
-    TelegramAPIError,
-    TelegramForbiddenError,
-    TelegramRetryAfter,
-)
-from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
+from typing import TYPE_CHECKING
 
 from codemojex.bot.replies import Keyboard, chat_for, keyboard_for
 from codemojex.service.codec import Note
 from codemojex.workers import notify
 from codemojex.workers.notify import CURRENT_LEASE, Delivered, DeliveryResult, Failed, RateLimited
 from echomq import AsyncClusterConnector, AsyncConnector, BackoffPolicy
+
+# aiogram is imported where a bot is made or a message sent, never with this module:
+# ``aiogram.types`` builds the pydantic schemas of its 444 types on import, seconds of CPU
+# that a process reading, parsing or testing the bot's other parts does not need.
+if TYPE_CHECKING:
+    from aiogram import Bot
+    from aiogram.types import InlineKeyboardMarkup
 
 # 1 s, 2 s, 4 s … capped at 60 s, ±20 % jitter (a note's failed sends, counted by the delivery).
 _BACKOFF = BackoffPolicy(base_ms=1000, factor=2.0, max_ms=60_000, jitter=0.2)
@@ -69,6 +67,10 @@ SEND_TIMEOUT_S = 10  # well inside the notifier's 15 s lease, so a hung send nev
 
 def make_bot(token: str, api_base: str | None = None) -> Bot:
     """An aiogram ``Bot`` (a client only: no dispatcher), optionally at another API server."""
+    from aiogram import Bot
+    from aiogram.client.session.aiohttp import AiohttpSession
+    from aiogram.client.telegram import TelegramAPIServer
+
     if api_base is None:
         return Bot(token)
     return Bot(token, session=AiohttpSession(api=TelegramAPIServer.from_base(api_base)))
@@ -77,6 +79,8 @@ def make_bot(token: str, api_base: str | None = None) -> Bot:
 def markup(keyboard: Keyboard | None) -> InlineKeyboardMarkup | None:
     if keyboard is None:
         return None
+    from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup
+
     return InlineKeyboardMarkup(inline_keyboard=[
         [InlineKeyboardButton(text=label, callback_data=data) for label, data in row] for row in keyboard])
 
@@ -85,6 +89,7 @@ def warm_up_models() -> None:
     """Build and serialise one ``sendMessage`` with a keyboard and a quote, as a send does:
     pydantic builds its validators on first use (tens to hundreds of milliseconds)."""
     from aiogram.methods import SendMessage
+    from aiogram.types import ReplyParameters
 
     method = SendMessage(chat_id=1, text="warm-up", reply_markup=markup(keyboard_for("bot")),
                          reply_parameters=ReplyParameters(message_id=1, allow_sending_without_reply=True))
@@ -241,6 +246,9 @@ class TelegramDelivery:
         return _BACKOFF.delay_ms(n)
 
     async def deliver(self, note_id: str, note: Note) -> DeliveryResult:
+        from aiogram.exceptions import TelegramAPIError, TelegramForbiddenError, TelegramRetryAfter
+        from aiogram.types import ReplyParameters
+
         chat = chat_for(note.player)
         if chat is None:
             self.skipped += 1
