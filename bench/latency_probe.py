@@ -11,6 +11,9 @@ enqueues one job every ``interval`` into the idle queue with the stamp as payloa
 library is untouched) and the probe prints the time spent between stages:
 
 * ``admit``   driver stamp -> the admission call's reply (driver side)
+* ``sent``    -> the driver's socket write of the call
+* ``reply``   -> the driver's loop read its reply (negative: the worker's ``ready`` came first)
+* ``ready``   -> the worker's loop read the wake message (its transport's read)
 * ``recv``    driver stamp -> the wake message returned by the subscription (worker)
 * ``decode``  -> the hand-off decoded (Parking.message)
 * ``task``    -> the job's task started (Consumer._run_one)
@@ -37,7 +40,7 @@ import redis
 
 SELF = os.path.abspath(__file__)
 HERE = os.path.dirname(SELF)
-STAGES = ("sent", "ready", "recv", "decode", "task", "submit", "handler")
+STAGES = ("sent", "reply", "ready", "recv", "decode", "task", "submit", "handler")
 _LAST: dict[str, float] = {}
 
 
@@ -185,6 +188,9 @@ async def drive(url: str, n: int, interval: float, trace: bool, pin: bool,
 
     raw = redis.Redis.from_url(url)
     raw.delete("bench:lat", "bench:lat:trace")
+    if trace and "reply" not in _LAST:  # before the first connection: its reader is bound then
+        stamp_transport("_read_ready", "reply")
+        _LAST["reply"] = 0.0
     c = AsyncConnector.from_url(url)
     q = AsyncQueue(c, "bench")
     await q.enqueue_many([(generate("JOB"), b"warm") for _ in range(10)])
@@ -192,6 +198,7 @@ async def drive(url: str, n: int, interval: float, trace: bool, pin: bool,
     w = start_worker(url, trace, pin)
     sent: dict[str, tuple[float, float]] = {}
     wrote: dict[str, float] = {}
+    replied: dict[str, float] = {}
     if trace:
         stamp_transport("write", "sent")
         stamp_transport("writelines", "sent")
@@ -211,6 +218,7 @@ async def drive(url: str, n: int, interval: float, trace: bool, pin: bool,
             await q.enqueue(jid, repr(t0).encode())
             sent[jid] = (t0, time.time())
             wrote[jid] = _LAST.get("sent", t0)
+            replied[jid] = _LAST.get("reply", t0)
             await asyncio.sleep(interval)
         for _ in range(200):
             if raw.llen("bench:lat") >= n:
@@ -239,6 +247,7 @@ async def drive(url: str, n: int, interval: float, trace: bool, pin: bool,
                 continue
             prev = t0
             s["sent"] = wrote.get(s["id"], t0)
+            s["reply"] = replied.get(s["id"], t0)
             parts = []
             for stage in STAGES:
                 if stage in s:

@@ -21,6 +21,7 @@ from echomq.protocol.flows import FlowSpec, StepOptions, flow_child, flow_parent
 from echomq.protocol.reservations import decode_reservation, reserve
 from echomq.protocol.resharding import import_row
 from echomq.protocol.schedules import Schedule, decode_schedule
+from tests.echomq.mutation_probes_bare import BARE_PROBES
 
 Probe = Callable[[Any, str], Awaitable[None]]
 
@@ -356,3 +357,4 @@ PROBES: dict[str, Probe] = {p.__name__: p for p in (
     reserve_takeover_is_fenced, claim_leases_only_pending_jobs, options_on_a_plain_queue_are_read,
     an_older_clients_lane_is_read, flow_step_options_on_a_plain_queue_are_read,
     scheduled_options_on_a_plain_queue_are_read, imported_options_on_a_plain_queue_are_read)}
+PROBES.update(BARE_PROBES)  # the finish's meta 'bare' and 'plain' (decision 0048)

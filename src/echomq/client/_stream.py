@@ -43,9 +43,12 @@ class AsyncStream:
         return cls(reader, writer, target.timeout)
 
     async def write(self, data: bytes) -> None:
-        self._writer.write(data)
+        writer = self._writer
+        writer.write(data)  # sent now, as far as the socket takes it
+        if not writer.transport.get_write_buffer_size():
+            return  # all of it went out: nothing to wait for (a broken connection shows on the read)
         async with asyncio.timeout(self._timeout):
-            await self._writer.drain()
+            await writer.drain()
 
     async def read(self) -> bytes:
         async with asyncio.timeout(self._timeout):

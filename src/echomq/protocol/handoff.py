@@ -23,7 +23,7 @@ import secrets
 
 from echomq.core.bounds import MAX_LEASE_MS, check_int
 from echomq.core.errors import InvalidArgument
-from echomq.core.model import Lease
+from echomq.core.model import Lease, new_lease
 from echomq.protocol.calls import Call, layout
 from echomq.protocol.keyspace import QueueKeys
 
@@ -58,7 +58,7 @@ def decode_handoff(queue: str, token: str, message: bytes) -> Lease | None:
     if len(parts) != 6 or parts[1] != token.encode():
         return None
     try:
-        return Lease(queue=queue, id=parts[2].decode(), attempt=int(parts[3]), payload=parts[5],
-                     lane=None, deadline_ms=int(parts[4]))
+        return new_lease(queue, parts[2].decode(), int(parts[3]), parts[5], None, int(parts[4]),
+                         None)
     except ValueError:
         return None

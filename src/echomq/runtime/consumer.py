@@ -463,8 +463,8 @@ class Consumer:
         if mine is False:
             return  # another consumer's hand-off: pending is still empty
         if mine and not self._stopping.is_set():  # (stopping: _drain hands it back instead)
-            self._start(self._parking.take())
             self._parking.repark_soon()
+            self._start(self._parking.take())  # last: the loop then blocks, the handler runs
             return
         if mine is None and data.startswith(b"JOB") and len(self._hints) < 64:
             self._hints.append(data)

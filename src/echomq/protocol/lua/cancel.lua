@@ -5,13 +5,14 @@
 --   'cancelled' in the done set (ended), the finished channel told. An active job is asked
 --   to stop: its row records 'cancel' (server ms, the first ask); heartbeat and progress tell
 --   its attempt, and whichever transition ends that attempt (complete, retry, reap) ends the
---   job 'cancelled', never done. A done, dead, cancelled or unknown job is left as it is.
+--   job 'cancelled', never done (and meta 'bare' is cleared for good: the finish reads the
+--   request, decision 0048). A done, dead, cancelled or unknown job is left as it is.
 --   The lane's last start tag in `lanes` stays: lowering it could let a later job overtake.
 -- KEYS[1] pending: emq:{q}:pending
 -- KEYS[2] delayed: emq:{q}:delayed
 -- KEYS[3] done: emq:{q}:done
 -- KEYS[4] inflight: emq:{q}:inflight
--- KEYS[5] meta: emq:{q}:meta
+-- KEYS[5] meta: emq:{q}:meta, hash; a request clears its 'bare' (decision 0048)
 -- KEYS[6] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- KEYS[7..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
 -- ARGV[1..] ids: the candidate ids
@@ -30,7 +31,7 @@ if bad then return bad end
 local refused = fence(KEYS[5])
 if refused then return refused end
 local now = now_ms()
-local out, told = {}, {}
+local out, told, asked = {}, {}, false
 for i = 1, #ARGV do
   local id, job = ARGV[i], KEYS[i + 6]
   local row = redis.call('HMGET', job, 'state', 'lane', 'parent')
@@ -44,8 +45,9 @@ for i = 1, #ARGV do
     out[i] = 1
   elseif row[1] == 'active' then
     redis.call('HSETNX', job, 'cancel', fmt(now))
-    out[i] = 2
+    out[i], asked = 2, true
   end
 end
+if asked then redis.call('HDEL', KEYS[5], 'bare') end -- fence: the finish reads the request
 if #told > 0 then redis.call('SPUBLISH', KEYS[6], table.concat(told, ' ')) end
 return out

@@ -56,6 +56,7 @@ local due = fmt(now + lease) -- the deadline, formatted once (a score and a repl
 -- field, unless a job waits on a lane or priority line: an older client's admission of
 -- such a job does not clear 'plain', and its line is in lanes while it waits.
 local plain = g.plain and call('EXISTS', KEYS[3]) == 0 -- fence: a waiting line reads options
+local heal = g.plain and not plain -- such a job found: 'plain' cleared, so its finish reads its lane
 local stride = plain and 3 or 5 -- a plain queue's leases have no lane or timeout to send
 local out, gone, active, seen, leased, top, vtime, told = {due, stride}, {}, {}, {}, 0, 0, nil, {}
 -- Deadlines are read only while some waiting job has one: every such job is on the index
@@ -88,6 +89,10 @@ while i <= n and leased < count do -- one ZMSCORE per slice: which candidates ar
         state, lane, serial, payload, tries, prio, timeout, exp = unpack(timed
           and call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout', 'exp')
           or call('HMGET', job, 'state', 'lane', 'serial', 'payload', 'attempts', 'prio', 'timeout'))
+        if heal and (lane or prio or timeout) then -- fence: an older client's options clear 'plain'
+          heal = false
+          call('HDEL', KEYS[4], 'plain')
+        end
       end
       serial, prio = serial == '1', prio and tonumber(prio) or 0
       local line = lane or (prio > 0 and '') or nil -- the tag's line: the lane, '' for priority

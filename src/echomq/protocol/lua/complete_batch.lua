@@ -9,7 +9,7 @@
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] done: emq:{q}:done, sorted set, score = finish time (server ms)
 -- KEYS[3] inflight: emq:{q}:inflight
--- KEYS[4] meta: emq:{q}:meta
+-- KEYS[4] meta: emq:{q}:meta, hash; its 'plain' and 'bare' say which row fields the finish reads (decision 0048)
 -- KEYS[5] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- KEYS[6..] jobs: emq:{q}:job:<id> for each attempt, in the order of the id/attempt pairs
 -- ARGV[1] keep_ms: retention of the finished rows, 0..31622400000; 0 deletes them now
@@ -55,8 +55,12 @@ for i = 1, n do -- too_long is called only for a result over the bound (a call c
 end
 big = big or too_long('results of one call', kept, MAX_RESULTS) or (keep > 0 and full(kept))
 if big then return big end
-local refused = fence(KEYS[4])
+local refused, _, m = fence(KEYS[4], 'plain', 'bare')
 if refused then return refused end
+-- What meta says no row of the queue has (decision 0048): 'bare', no parent and no cancel
+-- request; 'plain' too, no lane. A plain job's row is read for its state and attempt only.
+local bare = m[3] == '1' -- fence: no row has a parent or a cancel request
+local lean = bare and m[2] == '1' -- fence: nor a lane
 local call, now, fin = redis.call, now_ms(), '1' .. ARGV[2]
 local at = fmt(now) -- the done score, formatted once
 -- The earliest lease on active, read once: when it has not run out, no lease has, and no
@@ -72,7 +76,10 @@ for s = 1, n, 256 do -- reads only: which attempts hold a live lease (one ZMSCOR
     local id, attempt, deadline = ARGV[3 * i], ARGV[3 * i + 1], deadlines[i - s + 1]
     local live = deadline ~= false and not seen[id] -- leased, and finished once
     if live then
-      local row = call('HMGET', KEYS[i + 5], 'state', 'attempts', 'lane', 'cancel', 'parent')
+      local job = KEYS[i + 5]
+      local row = lean and call('HMGET', job, 'state', 'attempts')
+        or bare and call('HMGET', job, 'state', 'attempts', 'lane')
+        or call('HMGET', job, 'state', 'attempts', 'lane', 'cancel', 'parent')
       live = row[1] == 'active'
       live = live and row[2] == attempt -- fence: this attempt holds it
       live = live and (fresh or tonumber(deadline) >= now) -- fence: the lease deadline has not passed

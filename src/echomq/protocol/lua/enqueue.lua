@@ -41,7 +41,7 @@ if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then -- a duplicate, or this call's own resend
   return (tok ~= '' and redis.call('HGET', KEYS[1], 'tok') == tok) and 1 or 0
 end
-if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL, 'plain', '1') end -- a new queue: plain
+if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL, 'plain', '1', 'bare', '1') end -- a new queue: plain, bare
 local empty = redis.call('ZCARD', KEYS[2]) == 0
 if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2], KEYS[4], KEYS[7], tok) then
   return 1

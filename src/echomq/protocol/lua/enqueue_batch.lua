@@ -77,7 +77,7 @@ for s = 1, n, 512 do
   end
   if m > 0 then redis.call('ZADD', KEYS[1], unpack(add, 1, m)) end
 end
-if not known and next(seen) then redis.call('HSET', KEYS[3], 'protocol', PROTOCOL, 'plain', '1') end
+if not known and next(seen) then redis.call('HSET', KEYS[3], 'protocol', PROTOCOL, 'plain', '1', 'bare', '1') end
 if first then
   redis.call('SPUBLISH', KEYS[2], first) -- the id: a claim candidate for the woken
 end

@@ -17,8 +17,8 @@ if ARGV[1] ~= PROTOCOL then
 end
 local refused, known = fence(KEYS[1])
 if refused then return refused end
-if not known then -- a new queue: no row has a lane, priority or timeout yet ('plain')
-  redis.call('HSET', KEYS[1], 'protocol', PROTOCOL, 'plain', '1')
+if not known then -- a new queue: no row has a lane, priority, timeout ('plain'), parent or cancel request ('bare') yet
+  redis.call('HSET', KEYS[1], 'protocol', PROTOCOL, 'plain', '1', 'bare', '1')
   return PROTOCOL
 end
 return redis.call('HGET', KEYS[1], 'protocol')

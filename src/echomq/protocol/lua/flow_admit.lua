@@ -10,7 +10,7 @@
 --   repair's tombstone) is refused without writing.
 -- KEYS[1] job: emq:{q}:job:<id>
 -- KEYS[2] waiting: emq:{q}:waiting, sorted set, score = admission time (server ms)
--- KEYS[3] meta: emq:{q}:meta
+-- KEYS[3] meta: emq:{q}:meta, hash; a row with a parent clears its 'bare' (decision 0048)
 -- ARGV[1] id: the parent's branded id
 -- ARGV[2] payload: the parent's bytes
 -- ARGV[3] lane: lane name, '' for none; at most 1024 bytes (256 characters)
@@ -57,6 +57,7 @@ if not known then redis.call('HSET', KEYS[3], 'protocol', PROTOCOL) end
 redis.call('HSET', KEYS[1], 'state', 'waiting', 'attempts', '0', 'payload', ARGV[2],
            'children', #ARGV - 11, 'settled', '0', 'policy', policy)
 if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'parent', ARGV[11]) end
+if ARGV[11] ~= '' then redis.call('HDEL', KEYS[3], 'bare') end -- fence: the finish reads its parent
 step_row(KEYS[1], delay, KEYS[3])
 for s = 1, #fields, 256 do
   redis.call('HSET', KEYS[1], unpack(fields, s, math.min(s + 255, #fields)))

@@ -50,8 +50,10 @@ if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if not known then redis.call('HSET', KEYS[4], 'protocol', PROTOCOL) end
 for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-local lane, exp, prio, timeout = unpack(redis.call('HMGET', KEYS[1], 'lane', 'exp', 'prio', 'timeout'))
+local lane, exp, prio, timeout, parent, asked = unpack(redis.call('HMGET', KEYS[1], 'lane', 'exp', 'prio',
+                                                                  'timeout', 'parent', 'cancel'))
 if lane or prio or timeout then redis.call('HDEL', KEYS[4], 'plain') end -- fence: the claim reads them
+if parent or asked then redis.call('HDEL', KEYS[4], 'bare') end -- fence: the finish reads them
 if exp and (set == 'pending' or set == 'delayed') then redis.call('ZADD', KEYS[8], exp, ARGV[1]) end
 if ARGV[4] == '1' and lane then redis.call('HSET', KEYS[6], lane, ARGV[1]) end
 if set == 'pending' then

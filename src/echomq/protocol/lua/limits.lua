@@ -28,7 +28,7 @@ if (v[1] == 0) ~= (v[2] == 0) or (v[3] == 0) ~= (v[4] == 0) then
 end
 local refused, known = fence(KEYS[1])
 if refused then return refused end
-if not known then redis.call('HSET', KEYS[1], 'protocol', PROTOCOL, 'plain', '1') end
+if not known then redis.call('HSET', KEYS[1], 'protocol', PROTOCOL, 'plain', '1', 'bare', '1') end
 for i, f in ipairs({'rate_max', 'rate_ms', 'lane_max', 'lane_ms'}) do
   if v[i] > 0 then redis.call('HSET', KEYS[1], f, ARGV[i]) else redis.call('HDEL', KEYS[1], f) end
 end

@@ -22,7 +22,7 @@ end
 local refused, known = fence(KEYS[1])
 if refused then return refused end
 if ARGV[1] == '1' then
-  if not known then redis.call('HSET', KEYS[1], 'protocol', PROTOCOL, 'plain', '1') end
+  if not known then redis.call('HSET', KEYS[1], 'protocol', PROTOCOL, 'plain', '1', 'bare', '1') end
   redis.call('HSET', KEYS[1], 'paused', '1')
 elseif ARGV[1] == '0' and redis.call('HDEL', KEYS[1], 'paused') == 1 then
   local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]

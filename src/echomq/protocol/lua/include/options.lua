@@ -6,7 +6,8 @@
 -- admit_row(job, pending, delayed, lanes, meta, wake, id, delay, known) writes the row of
 -- a new job (its payload ARGV[2]) with those options and puts it on pending (pend) or delayed (due now +
 -- delay, server ms); records the protocol version on a queue that has none (known false),
--- with meta 'plain' when this job has no lane, priority or timeout; a job with one clears it.
+-- with meta 'plain' when this job has no lane, priority or timeout (a job with one clears
+-- it) and meta 'bare' (no row has a parent or a cancel request: decision 0048).
 -- @include now
 -- @include fence
 -- @include pend
@@ -39,7 +40,7 @@ local function admit_args()
 end
 local function admit_row(job, pending, delayed, lanes, meta, wake, id, delay, known)
   local plain = ARGV[3] == '' and tonumber(ARGV[7]) == 0 and ARGV[8] == ''
-  if not known then redis.call('HSET', meta, 'protocol', PROTOCOL) end
+  if not known then redis.call('HSET', meta, 'protocol', PROTOCOL, 'bare', '1') end -- no parent or cancel yet
   if not plain then redis.call('HDEL', meta, 'plain') -- fence: the claim reads this job's options
   elseif not known then redis.call('HSET', meta, 'plain', '1') end -- a new queue, plain so far
   redis.call('HSET', job, 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', ARGV[9])
