@@ -171,7 +171,7 @@ MUTANTS: list[Mutant] = [
            "if lane or prio or timeout then redis.call('HDEL', KEYS[4], 'plain') end",
            "", "a moved job leased without its timeout",
            probes=("imported_options_on_a_plain_queue_are_read",), model=False),
-    # the finish of a bare queue (decision 0048): complete and complete_batch read no lane,
+    # the finish of a bare queue (decision 0050): complete and complete_batch read no lane,
     # cancel or parent field while meta records 'bare' (and 'plain', for the lane); every
     # script that gives a row a parent or a cancel request clears 'bare'
     *(m for s in ("complete", "complete_batch") for m in (

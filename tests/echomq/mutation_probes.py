@@ -357,4 +357,4 @@ PROBES: dict[str, Probe] = {p.__name__: p for p in (
     reserve_takeover_is_fenced, claim_leases_only_pending_jobs, options_on_a_plain_queue_are_read,
     an_older_clients_lane_is_read, flow_step_options_on_a_plain_queue_are_read,
     scheduled_options_on_a_plain_queue_are_read, imported_options_on_a_plain_queue_are_read)}
-PROBES.update(BARE_PROBES)  # the finish's meta 'bare' and 'plain' (decision 0048)
+PROBES.update(BARE_PROBES)  # the finish's meta 'bare' and 'plain' (decision 0050)

@@ -1,4 +1,4 @@
-"""Targeted probes of a queue's meta 'bare' and 'plain' at the finish (decision 0048): the
+"""Targeted probes of a queue's meta 'bare' and 'plain' at the finish (decision 0050): the
 finish of a queue whose meta says no row has a parent or a cancel request ('bare'), nor a
 lane ('plain'), reads a row's state and attempt only; every script that gives a row one of
 those clears the flag, and each probe here drives one of those clears to the finish that

@@ -245,7 +245,7 @@ class Connector:
         if wire is not None:
             # One call over the bulk wire, its request sent as its builder encoded it, with
             # none of the general path's bookkeeping: a single call's own client path is on
-            # the admission-to-handler latency (decisions 0026, 0048). What the general path
+            # the admission-to-handler latency (decisions 0026, 0050). What the general path
             # would send again (NOSCRIPT, a transient error reply, a broken connection) goes
             # that way below, from its first attempt: a call that may have run is sent
             # again, as any retry of the general path sends it (scripts are fenced or

@@ -6,13 +6,13 @@
 --   to stop: its row records 'cancel' (server ms, the first ask); heartbeat and progress tell
 --   its attempt, and whichever transition ends that attempt (complete, retry, reap) ends the
 --   job 'cancelled', never done (and meta 'bare' is cleared for good: the finish reads the
---   request, decision 0048). A done, dead, cancelled or unknown job is left as it is.
+--   request, decision 0050). A done, dead, cancelled or unknown job is left as it is.
 --   The lane's last start tag in `lanes` stays: lowering it could let a later job overtake.
 -- KEYS[1] pending: emq:{q}:pending
 -- KEYS[2] delayed: emq:{q}:delayed
 -- KEYS[3] done: emq:{q}:done
 -- KEYS[4] inflight: emq:{q}:inflight
--- KEYS[5] meta: emq:{q}:meta, hash; a request clears its 'bare' (decision 0048)
+-- KEYS[5] meta: emq:{q}:meta, hash; a request clears its 'bare' (decision 0050)
 -- KEYS[6] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- KEYS[7..] jobs: emq:{q}:job:<id> for each candidate, in ARGV order
 -- ARGV[1..] ids: the candidate ids

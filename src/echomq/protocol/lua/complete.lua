@@ -11,7 +11,7 @@
 -- KEYS[2] job: emq:{q}:job:<id>
 -- KEYS[3] done: emq:{q}:done, sorted set, score = finish time (server ms)
 -- KEYS[4] inflight: emq:{q}:inflight
--- KEYS[5] meta: emq:{q}:meta, hash; its 'plain' and 'bare' say which row fields the finish reads (decision 0048)
+-- KEYS[5] meta: emq:{q}:meta, hash; its 'plain' and 'bare' say which row fields the finish reads (decision 0050)
 -- KEYS[6] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- ARGV[1] id: the job id
 -- ARGV[2] attempt: the fencing token
@@ -44,7 +44,7 @@ local big = too_long('result', #ARGV[4], MAX_RESULT) or (keep > 0 and full(#ARGV
 if big then return big end
 local refused, _, m = fence(KEYS[5], 'plain', 'bare')
 if refused then return refused end
--- What meta says no row of the queue has (decision 0048): 'bare', no parent and no cancel
+-- What meta says no row of the queue has (decision 0050): 'bare', no parent and no cancel
 -- request; 'plain' too, no lane. A plain job's row is read for its state and attempt only.
 local bare = m[3] == '1' -- fence: no row has a parent or a cancel request
 local lean = bare and m[2] == '1' -- fence: nor a lane

@@ -9,7 +9,7 @@
 -- KEYS[1] active: emq:{q}:active
 -- KEYS[2] done: emq:{q}:done, sorted set, score = finish time (server ms)
 -- KEYS[3] inflight: emq:{q}:inflight
--- KEYS[4] meta: emq:{q}:meta, hash; its 'plain' and 'bare' say which row fields the finish reads (decision 0048)
+-- KEYS[4] meta: emq:{q}:meta, hash; its 'plain' and 'bare' say which row fields the finish reads (decision 0050)
 -- KEYS[5] finished: emq:{q}:finished, shard channel told the ids of jobs that ended
 -- KEYS[6..] jobs: emq:{q}:job:<id> for each attempt, in the order of the id/attempt pairs
 -- ARGV[1] keep_ms: retention of the finished rows, 0..31622400000; 0 deletes them now
@@ -57,7 +57,7 @@ big = big or too_long('results of one call', kept, MAX_RESULTS) or (keep > 0 and
 if big then return big end
 local refused, _, m = fence(KEYS[4], 'plain', 'bare')
 if refused then return refused end
--- What meta says no row of the queue has (decision 0048): 'bare', no parent and no cancel
+-- What meta says no row of the queue has (decision 0050): 'bare', no parent and no cancel
 -- request; 'plain' too, no lane. A plain job's row is read for its state and attempt only.
 local bare = m[3] == '1' -- fence: no row has a parent or a cancel request
 local lean = bare and m[2] == '1' -- fence: nor a lane

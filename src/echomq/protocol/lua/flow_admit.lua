@@ -10,7 +10,7 @@
 --   repair's tombstone) is refused without writing.
 -- KEYS[1] job: emq:{q}:job:<id>
 -- KEYS[2] waiting: emq:{q}:waiting, sorted set, score = admission time (server ms)
--- KEYS[3] meta: emq:{q}:meta, hash; a row with a parent clears its 'bare' (decision 0048)
+-- KEYS[3] meta: emq:{q}:meta, hash; a row with a parent clears its 'bare' (decision 0050)
 -- ARGV[1] id: the parent's branded id
 -- ARGV[2] payload: the parent's bytes
 -- ARGV[3] lane: lane name, '' for none; at most 1024 bytes (256 characters)

@@ -8,7 +8,7 @@
 --   any write; a duplicate id is refused without writing.
 -- KEYS[1] job: emq:{q}:job:<id>
 -- KEYS[2] held: emq:{q}:held, sorted set, score = admission time (server ms)
--- KEYS[3] meta: emq:{q}:meta, hash; a row with a parent clears its 'bare' (decision 0048)
+-- KEYS[3] meta: emq:{q}:meta, hash; a row with a parent clears its 'bare' (decision 0050)
 -- ARGV[1] id: the branded job id
 -- ARGV[2] payload: the job's bytes
 -- ARGV[3] lane: lane name, '' for none; at most 1024 bytes (256 characters)
@@ -48,7 +48,7 @@ if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if not known then redis.call('HSET', KEYS[3], 'protocol', PROTOCOL) end
 redis.call('HSET', KEYS[1], 'state', 'held', 'attempts', '0', 'payload', ARGV[2], 'parent', ARGV[11])
-redis.call('HDEL', KEYS[3], 'bare') -- fence: the finish reads this job's parent (decision 0048)
+redis.call('HDEL', KEYS[3], 'bare') -- fence: the finish reads this job's parent (decision 0050)
 step_row(KEYS[1], delay, KEYS[3])
 redis.call('ZADD', KEYS[2], now_ms(), ARGV[1])
 if expires then redis.call('HSET', KEYS[1], 'exp', fmt(now_ms() + expires)) end

@@ -7,7 +7,7 @@
 -- a new job (its payload ARGV[2]) with those options and puts it on pending (pend) or delayed (due now +
 -- delay, server ms); records the protocol version on a queue that has none (known false),
 -- with meta 'plain' when this job has no lane, priority or timeout (a job with one clears
--- it) and meta 'bare' (no row has a parent or a cancel request: decision 0048).
+-- it) and meta 'bare' (no row has a parent or a cancel request: decision 0050).
 -- @include now
 -- @include fence
 -- @include pend
