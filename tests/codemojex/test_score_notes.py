@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from codemojex.domain import format_guess, score
 from codemojex.service import Admitted, Services, submit
-from codemojex.service.codec import Note, decode_note
+from codemojex.service.codec import Note, decode_note, note_id
 from codemojex.service.reconcile import reconcile_once
 from codemojex.service.scorenotes import ScoreNotes
 from codemojex.wallet import record_score
@@ -161,14 +161,16 @@ async def test_a_crash_between_scoring_and_the_note_still_tells_the_score(servic
 
 async def test_admissions_name_the_holder_another_process_left(services: Services) -> None:
     """Two processes' note writers for one (player, round): the second, who has not seen the
-    holder, names it on its second try and replaces it (one waiting note, not two)."""
+    holder, names it on its second try (inside echomq's admit_held_many) and replaces it (one
+    waiting note, not two), and then knows the holder."""
     player = await make_player(services.pool, PRICE * 2)
     rid = await make_round(services.pool)
     a, b = await _guess(services, rid, player, GUESS), await _guess(services, rid, player, OTHER)
     one, two = ScoreNotes(services.notifications), ScoreNotes(services.notifications)
     assert await one.admit([(player, rid, a)], delay_ms=60_000) == [Verdict.ENQUEUED]
     assert await two.admit([(player, rid, b)], delay_ms=60_000) == [Verdict.REPLACED]
-    assert two.admissions == 2 and (await services.notifications.stats()).total == 1
+    assert (await services.notifications.stats()).total == 1
+    assert two.holders[(player, rid)][0] == note_id(a)  # the holder the retry named
     assert two.holders[(player, rid)][0] == one.holders[(player, rid)][0]
 
 

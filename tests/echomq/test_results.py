@@ -55,15 +55,17 @@ async def _two(calls: list[str]) -> bool:
 
 
 def _counting(conn: Any) -> list[str]:
-    """Record the name of every script the connector runs (the waiter's own connector)."""
+    """Record the name of every script the connector runs (the waiter's own connector). A
+    waiter reads rows through ``run`` alone (a builder's call: on one server it goes over
+    the bulk wire without passing ``eval``, decision 0050), on both topologies."""
     calls: list[str] = []
-    original = conn.eval
+    original = conn.run
 
-    async def counted(script: Any, *rest: Any, **kw: Any) -> Any:
-        calls.append(script.name)
-        return await original(script, *rest, **kw)
+    async def counted(call: Any) -> Any:
+        calls.append(call.script.name)
+        return await original(call)
 
-    conn.eval = counted
+    conn.run = counted
     return calls
 
 

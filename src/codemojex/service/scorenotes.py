@@ -41,14 +41,12 @@ from collections.abc import Sequence
 from codemojex.domain import format_guess
 from codemojex.infra.groups import GroupCommit
 from codemojex.service.codec import Note, encode, note_id
-from echomq import AsyncQueue, EchoMQError, ServerBusy, Verdict
-from echomq.protocol import Call, check_window, decode_deduped, deduped_retry
+from echomq import AsyncQueue, EchoMQError, Verdict
 
 __all__ = ["NOTE_DELAY_MS", "NOTE_WINDOW_MS", "ScoreNotes", "scores_key", "scores_note", "scores_text"]
 
 NOTE_DELAY_MS = 500  # a score is told within about half a second; a burst in that time is one message
 NOTE_WINDOW_MS = 60_000  # the dedupe key outlives its holder's wait by this (a lost key costs a note)
-_HOLDER_ROUNDS = 4  # admissions that find another holder than named, before ServerBusy
 _KEPT = 100_000  # (player, round) holders a process remembers (cleared past that)
 
 Item = tuple[str, str, str, int]  # (player, round, guess id, delay ms)
@@ -83,7 +81,7 @@ class ScoreNotes:
         self.group: GroupCommit[Item, Verdict | EchoMQError] = GroupCommit(self._flush, max_items=256,
                                                                            flushes=2)
         self.skipped = 0  # scores whose waiting note needed no admission
-        self.admissions = 0  # admissions sent (first calls and the ones naming another holder)
+        self.admissions = 0  # admissions asked for (a holder changed under one is asked again inside)
 
     async def scored(self, player: str, rid: str, guess_id: str) -> None:
         """The score of ``guess_id`` is committed: a note of (``player``, ``rid``) will tell it.
@@ -108,49 +106,25 @@ class ScoreNotes:
         self.holders[key] = (holder, due)
 
     async def _flush(self, items: list[Item]) -> list[Verdict | EchoMQError]:
-        admission = self.queue.admission
-        out: list[Verdict | EchoMQError] = [Verdict.DUPLICATE] * len(items)
-        named: dict[int, str] = {}  # item -> the holder a debounce reply named
-        todo = list(range(len(items)))
-        for _ in range(_HOLDER_ROUNDS):
-            sent = time.monotonic()
-            calls: list[Call | None] = []
-            delays: list[int] = []
-            for i in todo:
-                player, rid, gid, delay = items[i]
-                held = self.holders.get((player, rid))
-                holder = named.get(i, held[0] if held else "")
-                if delay and held is not None and held[0] == holder and held[1] > sent:
-                    delay = max(1, math.ceil((held[1] - sent) * 1000))  # keep its due time (never sooner)
-                delays.append(delay)
-                try:
-                    window = check_window(self.window_ms, scores_key(player, rid), "debounce")
-                    calls.append(admission.call(note_id(gid), scores_note(player, rid), player, delay,
-                                                True, None, window=window, holder=holder))
-                except EchoMQError as exc:
-                    out[i] = exc
-                    calls.append(None)
-            sendable = [c for c in calls if c is not None]
-            replies = iter(await admission.pipeline(sendable) if sendable else [])
-            self.admissions += len(sendable)
-            again = []
-            for i, call, delay in zip(todo, calls, delays, strict=True):
-                if call is None:
-                    continue
-                reply = next(replies)
-                other = deduped_retry(reply)
-                if other is not None:  # another holder than named: name it and ask again
-                    named[i] = other
-                    again.append(i)
-                    continue
-                verdict, who = decode_deduped(reply)
-                out[i] = verdict
-                if verdict in (Verdict.ENQUEUED, Verdict.REPLACED) and who:
-                    self._hold((items[i][0], items[i][1]), who, sent + delay / 1000)
-            todo = again
-            if not todo:
-                break
-        for i in todo:
-            out[i] = ServerBusy(f"queue {self.queue.name!r}: the score note of {items[i][0]} in "
-                                f"{items[i][1]} changed holder {_HOLDER_ROUNDS} times; try again")
+        sent = time.monotonic()
+        held_items, delays = [], []
+        for player, rid, gid, delay in items:
+            held = self.holders.get((player, rid))
+            holder = held[0] if held else ""
+            if delay and held is not None and held[1] > sent:
+                delay = max(1, math.ceil((held[1] - sent) * 1000))  # keep its due time (never sooner)
+            delays.append(delay)
+            held_items.append((note_id(gid), scores_note(player, rid), scores_key(player, rid),
+                               player, delay, holder))
+        replies = await self.queue.admission.admit_held_many(held_items, dedupe_ms=self.window_ms)
+        self.admissions += len(items)
+        out: list[Verdict | EchoMQError] = []
+        for (player, rid, _, _), delay, reply in zip(items, delays, replies, strict=True):
+            if isinstance(reply, EchoMQError):
+                out.append(reply)
+                continue
+            verdict, who = reply
+            out.append(verdict)
+            if verdict in (Verdict.ENQUEUED, Verdict.REPLACED):
+                self._hold((player, rid), who, sent + delay / 1000)
         return out

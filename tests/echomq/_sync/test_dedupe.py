@@ -88,6 +88,29 @@ def test_debounce_leaves_a_running_holder_alone_and_the_new_job_waits_for_it(
     assert (nxt.id, nxt.payload) == (second, b"v3")
 
 
+def test_many_held_admissions_in_one_pipeline_each_name_their_holder(
+        queue: Queue, raw: redis.Redis) -> None:
+    """admit_held_many: per item its verdict and the key's holder after it; an item naming
+    a holder that is not the key's is asked again naming the right one; a bad item is its
+    typed error and the others are written as if alone."""
+    a1, a2, b1, b2, bad = jid(), jid(), jid(), jid(), jid()
+    first = queue.admission.admit_held_many(
+        [(a1, b"a1", "note-a", "pa", 3_600_000, ""), (b1, b"b1", "note-b", None, 3_600_000, "")],
+        dedupe_ms=60_000)
+    assert first == [(Verdict.ENQUEUED, a1), (Verdict.ENQUEUED, b1)]
+    again = queue.admission.admit_held_many(
+        [(a2, b"a2", "note-a", "pa", 3_600_000, a1),  # names its holder
+         (bad, b"x", "", None, 0, ""),  # an empty dedupe key
+         (b2, b"b2", "note-b", None, 0, jid())],  # names another: asked again
+        dedupe_ms=60_000)
+    assert again[0] == (Verdict.REPLACED, a1) and again[2] == (Verdict.REPLACED, b1)
+    assert isinstance(again[1], InvalidArgument)
+    assert raw.hget(queue.job_key(a1), "payload") == b"a2"
+    assert raw.hget(queue.job_key(b1), "payload") == b"b2"
+    assert assert_consistent(raw, queue.name) == {a1: "delayed", b1: "pending"}
+    assert raw.exists(queue.job_key(a2), queue.job_key(b2), queue.job_key(bad)) == 0
+
+
 def test_debounce_on_a_lane_of_ones_own_needs_it_serial(queue: Queue) -> None:
     with pytest.raises(InvalidArgument, match="serial"):
         queue.admit(jid(), b"x", lane="l", dedupe_ms=10, dedupe_mode="debounce")

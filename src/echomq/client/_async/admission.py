@@ -25,13 +25,17 @@ from echomq.protocol import Call
 from echomq.protocol.gate import check_priority
 from echomq.protocol.scripts import Script
 
-__all__ = ["AdmitItem", "AsyncAdmission"]
+__all__ = ["AdmitItem", "AsyncAdmission", "HeldItem"]
 
 _HOLDER_ROUNDS = 8  # debounce rounds that find another holder before giving up (ServerBusy)
 _MIN_FLUSH = 128  # admissions per flush, least (below it a flush's round trip outweighs it)
 
 AdmitItem = tuple[str, bytes] | tuple[str, bytes, str | None]
 """One item of :meth:`AsyncQueue.admit_many`: ``(id, payload)`` or ``(id, payload, lane)``."""
+
+HeldItem = tuple[str, bytes, str, str | None, int, str]
+"""One item of :meth:`AsyncAdmission.admit_held_many`: (id, payload, dedupe key, lane or
+None, delay ms, the holder the admission expects or '')."""
 
 
 class AsyncAdmission:
@@ -175,6 +179,44 @@ class AsyncAdmission:
         if isinstance(verdict, EchoMQError):
             raise verdict
         return verdict, who or job_id
+
+    async def admit_held_many(
+        self, items: Sequence[HeldItem], *, dedupe_ms: int, dedupe_mode: str = "debounce",
+    ) -> list[tuple[Verdict, str] | EchoMQError]:
+        """:meth:`admit_held` of many jobs, pipelined: each item ``(id, payload, dedupe key,
+        lane or None, delay ms, the holder it expects or '')``, a serial lane when it has
+        one. Per item, in input order: (verdict, the id holding its key after it) or its
+        typed error, nothing written for it. The items a debounce answers with another
+        holder than named are sent again naming it (a few rounds, then ServerBusy)."""
+        out: list[tuple[Verdict, str] | EchoMQError] = [ServerBusy("not sent")] * len(items)
+        named = {i: item[5] for i, item in enumerate(items)}
+        todo = list(range(len(items)))
+        for _ in range(_HOLDER_ROUNDS):
+            calls, at = [], []
+            for i in todo:
+                job_id, payload, key, lane, delay_ms, _ = items[i]
+                try:
+                    window = p.check_window(dedupe_ms, key, dedupe_mode)
+                    calls.append(self.call(job_id, payload, lane, delay_ms, lane is not None,
+                                           None, window=window, holder=named[i]))
+                    at.append(i)
+                except EchoMQError as exc:
+                    out[i] = exc
+            todo = []
+            for i, reply in zip(at, await self.pipeline(calls) if calls else [], strict=True):
+                other = p.deduped_retry(reply)
+                if other is not None:  # another holder than named: name it and ask again
+                    named[i] = other
+                    todo.append(i)
+                    continue
+                verdict, who = p.decode_deduped(reply)
+                out[i] = verdict if isinstance(verdict, EchoMQError) else (verdict, who or items[i][0])
+            if not todo:
+                break
+        for i in todo:
+            out[i] = ServerBusy(f"queue {self.name!r}: the holder of dedupe key {items[i][2]!r} "
+                                f"changed {_HOLDER_ROUNDS} times during one admission; try again")
+        return out
 
     async def admit_many(
         self, items: Iterable[AdmitItem], *, serial: bool = False, priority: int = 0,
