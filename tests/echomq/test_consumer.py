@@ -132,10 +132,15 @@ async def test_a_lost_lease_cancels_the_handler_and_discards_it(conn: AsyncConne
 
 
 async def subscribed(raw: redis.Redis, channel: str) -> bool:
-    """Someone listens on the shard channel (on a cluster: asked of the node that owns it)."""
+    """Someone listens on the shard channel (on a cluster: asked of the node that owns it).
+
+    Through redis-py's ``pubsub_shardnumsub`` (its reply ``[(channel, count)]``), never
+    ``execute_command("PUBSUB", "SHARDNUMSUB", ...)``: redis-py 8.2's RedisCluster merges
+    that two-word spelling's unparsed node reply with the command's cluster callback, which
+    raises ValueError (too many values to unpack) where 8.1 returned the raw reply."""
     kw = {"target_nodes": raw.get_node_from_key(channel)} if hasattr(raw, "get_node_from_key") else {}
-    reply = raw.execute_command("PUBSUB", "SHARDNUMSUB", channel, **kw)
-    return int(reply[1]) >= 1
+    ((_, count),) = raw.pubsub_shardnumsub(channel, **kw)
+    return int(count) >= 1
 
 
 async def test_an_idle_consumer_wakes_on_admission(queue: AsyncQueue, raw: redis.Redis) -> None:
