@@ -9,6 +9,9 @@
 * A job leased by the hand-off path (docs/decisions/0018-hand-off.md: a parked consumer is
   leased the job inside the admission, with no claim) is cancelled like any other lease:
   its beat says so, it ends ``cancelled``, never also completed.
+* A consumer's run() (plain or sharded) cancelled while a library call of its start-up drops
+  the cancel (Python 3.11's ``wait_for``, which redis-py wraps writes in, does when the cancel
+  races the write's completion) still ends cancelled: it used to go on listening for ever.
 """
 
 from __future__ import annotations
@@ -16,18 +19,21 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from typing import Any
 
 import pytest
 import redis
 
 from echomq import (
     AsyncQueue,
+    AsyncShardedQueue,
     CancelOutcome,
     Completion,
     JobCancelled,
     Lease,
     ProgressOutcome,
     RetryOutcome,
+    ShardedConsumer,
     Verdict,
     generate,
 )
@@ -195,3 +201,35 @@ async def test_a_parked_consumer_cancels_a_handed_off_job_and_never_completes_it
 
 async def _truth(value: bool) -> bool:
     return value
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
+async def test_a_run_whose_cancel_a_library_call_dropped_still_ends_cancelled(
+        conn: Any, qname: str, sharded: bool) -> None:
+    queue: Any = AsyncShardedQueue(conn, qname, shards=2) if sharded else AsyncQueue(conn, qname)
+    consumer: Any = (ShardedConsumer if sharded else Consumer)(
+        queue, lambda lease: None, options=ConsumerOptions(beat_ms=3_600_000, lease_ms=10_800_000))
+    first = queue.open if sharded else consumer._parking.prepare
+    dropped = asyncio.Event()
+
+    async def dropping_a_cancel() -> Any:
+        """A start-up call whose library swallowed the cancel that reached it (as 3.11's
+        wait_for does when the cancel races the inner call's completion)."""
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            dropped.set()
+        return await first()
+
+    if sharded:
+        queue.open = dropping_a_cancel
+    else:
+        consumer._parking.prepare = dropping_a_cancel
+    run = asyncio.create_task(consumer.run())
+    done, _ = await asyncio.wait([run], timeout=30)
+    assert dropped.is_set()
+    if not done:  # the bug: it runs (and listens) on; stop it so the test itself ends
+        consumer.stop(hurry=True)
+        await asyncio.wait([run], timeout=30)
+    assert done and run.cancelled()

@@ -90,7 +90,7 @@ from echomq.runtime.consumer_options import ConsumerOptions, ConsumerStats, Hand
 from echomq.runtime.direct_runs import DirectRuns
 from echomq.runtime.finishing import hand_back, record_outcome
 from echomq.runtime.handling import timeout_for
-from echomq.runtime.lease_table import LeaseTable, cancel_and_wait
+from echomq.runtime.lease_table import LeaseTable, cancel_and_wait, raise_lost_cancel
 from echomq.runtime.parking import Parking
 from echomq.runtime.process_pool import ProcessPool, pooled, resolve_handler
 from echomq.runtime.slot_pool import SlotPool
@@ -161,6 +161,7 @@ class Consumer:
         await check_eviction_policy(self.queue.connector, allow=self.options.allow_eviction,
                                     who=self.name)
         await self._parking.prepare()
+        raise_lost_cancel()  # a cancel a redis-py call dropped: not run (and listen) forever
         aux = [asyncio.create_task(self._heartbeats(), name=f"{self.name}:beat"),
                asyncio.create_task(self._listen(), name=f"{self.name}:wake")]
         if self.options.maintenance:

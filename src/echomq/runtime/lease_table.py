@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from echomq.core.model import Lease
 
-__all__ = ["LeaseTable", "cancel_and_wait", "to_the_end"]
+__all__ = ["LeaseTable", "cancel_and_wait", "raise_lost_cancel", "to_the_end"]
 
 log = logging.getLogger("echomq.runtime")
 T = TypeVar("T")
@@ -124,6 +124,20 @@ class LeaseTable:
             yield
         finally:
             self._finishing.discard(lease.id)
+
+
+def raise_lost_cancel() -> None:
+    """Raise CancelledError if the current task was asked to cancel and the cancel was lost.
+
+    Python 3.11's ``wait_for`` drops a cancel that races its inner call's completion, and
+    redis-py wraps a write in one whenever a socket timeout is set: a run() cancelled during
+    its first commands went on to start loops that only a stop or a cancel ends, and waited
+    forever. The cancel is still counted on the task (``Task.cancelling``): call this after
+    such commands, before starting work only a cancel would end.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def cancel_and_wait(tasks: list[asyncio.Task[None]]) -> None:

@@ -43,7 +43,7 @@ from echomq.core.errors import EchoMQError, InvalidArgument, ShardCountMismatch
 from echomq.core.hooks import Hooks
 from echomq.protocol.sharding import RETIRED, translate
 from echomq.runtime.consumer import Consumer, ConsumerOptions, ConsumerStats, Handler
-from echomq.runtime.lease_table import cancel_and_wait
+from echomq.runtime.lease_table import cancel_and_wait, raise_lost_cancel
 from echomq.runtime.slot_pool import SlotPool
 
 log = logging.getLogger("echomq.runtime.sharded_consumer")
@@ -83,6 +83,7 @@ class ShardedConsumer:
         of the old one stop (the reshard waited until they held nothing) and consumers
         of the new one start."""
         await self.queue.open()
+        raise_lost_cancel()  # a cancel a redis-py call dropped: not run forever
         if [c.queue for c in self.consumers] != self.queue.shards:
             self._build()
         aux = asyncio.create_task(self._upkeep(), name=f"{self.name}:upkeep") \
@@ -97,6 +98,7 @@ class ShardedConsumer:
 
     async def _generation(self) -> bool:
         """Run the consumers of one layout; True when the layout changed under them."""
+        raise_lost_cancel()  # also after following a new layout (its reads may drop one)
         tasks: list[asyncio.Task[Any]] = [asyncio.create_task(c.run(), name=c.name)
                                           for c in self.consumers]
         watch: asyncio.Task[Any] = asyncio.create_task(self._watch(), name=f"{self.name}:layout")
