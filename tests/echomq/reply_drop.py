@@ -86,13 +86,23 @@ class ReplyDrop:
         await asyncio.gather(*sessions, return_exceptions=True)
 
     async def _session(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        try:
-            sr, sw = await asyncio.open_connection(*self.target)
-        except OSError:
-            cw.close()
-            with contextlib.suppress(Exception):
-                await cw.wait_closed()
-            return
+        sw: asyncio.StreamWriter | None = None
+        try:  # whatever ends the session (EOF, a lost reply, a reset, the proxy's stop while
+            # it connects upstream), both sockets close: no writer is left to the loop's end
+            try:
+                sr, sw = await asyncio.open_connection(*self.target)
+            except OSError:
+                return
+            await self._pump(cr, cw, sr, sw)
+        finally:
+            for writer in (cw, sw):
+                if writer is not None:
+                    writer.close()
+                    with contextlib.suppress(Exception):
+                        await writer.wait_closed()
+
+    async def _pump(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
+                    sr: asyncio.StreamReader, sw: asyncio.StreamWriter) -> None:
         lose = asyncio.Event()  # a marked request went up: its reply must not come down
 
         async def up() -> None:
@@ -111,13 +121,9 @@ class ReplyDrop:
                 await cw.drain()
 
         pumps = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
-        try:  # one side ended (EOF, a lost reply, a reset): the session ends, both sockets close
+        try:  # one side ended: the session ends
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for pump in pumps:
                 pump.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
-            for writer in (cw, sw):
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
