@@ -188,7 +188,7 @@ class AsyncAdmission:
         one. Per item, in input order: (verdict, the id holding its key after it) or its
         typed error, nothing written for it. The items a debounce answers with another
         holder than named are sent again naming it (a few rounds, then ServerBusy)."""
-        out: list[tuple[Verdict, str] | EchoMQError] = [ServerBusy("not sent")] * len(items)
+        out: list[Any] = [None] * len(items)  # each item set below: a reply, its error or ServerBusy
         named = {i: item[5] for i, item in enumerate(items)}
         todo = list(range(len(items)))
         for _ in range(_HOLDER_ROUNDS):
