@@ -30,6 +30,7 @@ class ReplyDrop:
         self._thread = threading.Thread(target=self._serve, name="reply-drop", daemon=True)
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
+        self._writers: set[asyncio.StreamWriter] = set()  # every socket open, both sides
 
     @property
     def url(self) -> str:
@@ -72,6 +73,7 @@ class ReplyDrop:
         sessions: set[asyncio.Task[None]] = set()
 
         def accept(cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+            self._writers.add(cw)
             task = asyncio.ensure_future(self._session(cr, cw))
             sessions.add(task)
             task.add_done_callback(sessions.discard)
@@ -84,22 +86,31 @@ class ReplyDrop:
         for task in list(sessions):
             task.cancel()
         await asyncio.gather(*sessions, return_exceptions=True)
+        for writer in self._writers:  # a session's own close can be cut short (below)
+            writer.close()
 
     async def _session(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
         sw: asyncio.StreamWriter | None = None
-        try:  # whatever ends the session (EOF, a lost reply, a reset, the proxy's stop while
-            # it connects upstream), both sockets close: no writer is left to the loop's end
+        # Whatever ends the session (EOF, a lost reply, a reset, the proxy's stop while it
+        # connects upstream), both sockets close, both closes before any wait; and the proxy
+        # keeps every writer until its stop and closes them all then. The unclosed-
+        # StreamWriter warning test_resend_verdicts raised about 1 run in 10 was an upstream
+        # writer born in this ``open_connection`` (traced); the likeliest path is a session
+        # ended inside its first ``wait_closed``, before the second writer's close.
+        try:
             try:
                 sr, sw = await asyncio.open_connection(*self.target)
+                self._writers.add(sw)
             except OSError:
                 return
             await self._pump(cr, cw, sr, sw)
         finally:
-            for writer in (cw, sw):
-                if writer is not None:
-                    writer.close()
-                    with contextlib.suppress(Exception):
-                        await writer.wait_closed()
+            writers = [w for w in (cw, sw) if w is not None]
+            for writer in writers:
+                writer.close()
+            for writer in writers:
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
 
     async def _pump(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
                     sr: asyncio.StreamReader, sw: asyncio.StreamWriter) -> None:
