@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import resource
 import time
 
 import redis
 
-from echomq import AsyncConnector, AsyncQueue, Consumer, Lease, generate_many
+from echomq import AsyncConnector, AsyncQueue, Consumer, ConsumerOptions, Lease, generate_many
 from echomq.servers.server import EmbeddedValkey
 
 
@@ -45,9 +46,14 @@ async def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--async-handler", action="store_true")
     ap.add_argument("--cprofile", metavar="FILE")
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--pin", action="store_true", help="server on CPU 0, this process on CPU 1")
     a = ap.parse_args()
     n = a.jobs
     with EmbeddedValkey() as s:
+        if a.pin:  # as bench/run.sh: the server on CPU 0, this process (loop, threads) on CPU 1
+            os.sched_setaffinity(s.pid or 0, {0})
+            os.sched_setaffinity(0, {1})
         raw = redis.Redis.from_url(s.url)
         q = AsyncQueue(AsyncConnector.from_url(s.url), "drain")
         await q.enqueue_many([(i, b"x" * 64) for i in generate_many("JOB", n)])
@@ -61,7 +67,8 @@ async def main() -> None:
         def blocking_handler(lease: Lease) -> None:
             return None
 
-        consumer = Consumer(q, async_handler if a.async_handler else blocking_handler)
+        consumer = Consumer(q, async_handler if a.async_handler else blocking_handler,
+                            options=ConsumerOptions(concurrency=a.concurrency))
         if prof is not None:
             prof.enable()
         task = asyncio.create_task(consumer.run())
@@ -74,7 +81,7 @@ async def main() -> None:
         cpu, stats = server_cpu(raw) - c0, raw.info("commandstats")
         consumer.stop()
         await task
-    kind = "async" if a.async_handler else "blocking"
+    kind = ("async" if a.async_handler else "blocking") + f", concurrency {a.concurrency}"
     print(f"{n} jobs, {kind} handler: {n / wall:,.0f}/s, server {cpu / n * 1e6:.1f} µs/job, "
           f"client {kcpu / n * 1e6:.1f} µs/job ({kcpu / wall:.2f} of a core), "
           f"{stats_line(consumer)}")
