@@ -16,9 +16,10 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
   holds the GIL, or must be stoppable at its timeout, runs in a child process with
   ``pool="process"``: :mod:`echomq.runtime.process_pool`). At most
   ``concurrency`` handlers run at once; with a deep backlog the consumer leases up to
-  ``concurrency`` more ahead of them, so each flush claims a full batch
-  (docs/decisions/0025-direct-runs.md). A plain function without hooks runs without a
-  task per job (:mod:`echomq.runtime.direct_runs`), same guarantees.
+  ``concurrency`` more ahead of them (docs/decisions/0025-direct-runs.md), claimed by a
+  second flush sent before the first is answered, so the server runs one while the
+  worker handles the other (docs/decisions/0052-two-flushes-in-flight.md). A plain
+  function without hooks runs without a task per job (:mod:`echomq.runtime.direct_runs`), same guarantees.
 * Handler answers: ``None`` or :class:`Ack` completes; :class:`Defer` retries later
   without counting a failure; :class:`Backoff` or an exception counts a failure and
   retries with the backoff policy (dead at the attempt limit, error kept).
