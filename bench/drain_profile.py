@@ -36,6 +36,12 @@ def client_cpu() -> float:
     return u.ru_utime + u.ru_stime
 
 
+def client_split() -> tuple[float, float, int]:
+    """User and system CPU seconds and context switches (voluntary + not) of this process."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime, u.ru_stime, u.ru_nvcsw + u.ru_nivcsw
+
+
 def server_cpu(r: redis.Redis) -> float:
     i = r.info("cpu")
     return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
@@ -60,6 +66,7 @@ async def main() -> None:
         raw.config_resetstat()
         prof = cProfile.Profile() if a.cprofile else None
         c0, k0, t0 = server_cpu(raw), client_cpu(), time.monotonic()
+        split0 = client_split()
 
         async def async_handler(lease: Lease) -> None:
             return None
@@ -75,6 +82,7 @@ async def main() -> None:
         while (await q.stats()).done < n:  # noqa: ASYNC110 (the server says when all are done)
             await asyncio.sleep(0.01)
         wall, kcpu = time.monotonic() - t0, client_cpu() - k0
+        split = [b - a for a, b in zip(split0, client_split(), strict=True)]
         if prof is not None:
             prof.disable()
             prof.dump_stats(a.cprofile)
@@ -85,6 +93,8 @@ async def main() -> None:
     print(f"{n} jobs, {kind} handler: {n / wall:,.0f}/s, server {cpu / n * 1e6:.1f} µs/job, "
           f"client {kcpu / n * 1e6:.1f} µs/job ({kcpu / wall:.2f} of a core), "
           f"{stats_line(consumer)}")
+    print(f"client user {split[0] / n * 1e6:.1f} µs/job, system {split[1] / n * 1e6:.1f} µs/job, "
+          f"{split[2] / n:.2f} context switches/job")
     for name, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:15]:
         print(f"{name.removeprefix('cmdstat_'):20s} calls/job {v['calls'] / n:7.3f}  "
               f"µs/job {v['usec'] / n:7.2f}  µs/call {v['usec_per_call']:.2f}")
