@@ -107,17 +107,15 @@ __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 log = logging.getLogger("echomq.runtime.consumer")
 
 class _Flight:
-    """One drain flush sent and not yet taken: its completions, its claim's count, the
-    candidates it was given (``tried``) and those it most likely leases (``reserved``)."""
+    """One drain flush sent and not yet taken: its completions, its claim's count and the
+    candidates it was given (``tried``)."""
 
-    __slots__ = ("acks", "count", "leases", "peeked", "reserved", "task", "tried")
+    __slots__ = ("acks", "count", "leases", "task", "tried")
 
-    def __init__(self, acks: list[Pending], count: int, tried: list[bytes] | None,
-                 reserved: list[bytes]) -> None:
-        self.acks, self.count, self.tried, self.reserved = acks, count, tried, reserved
+    def __init__(self, acks: list[Pending], count: int, tried: list[bytes] | None) -> None:
+        self.acks, self.count, self.tried = acks, count, tried
         self.task: asyncio.Future[tuple[list[Completion], Claimed, list[bytes]]]
         self.leases = Claimed([])
-        self.peeked = 0  # how many ids its peek returned
 
 
 class Consumer:
@@ -270,18 +268,17 @@ class Consumer:
         # finish or claim: smaller ones cost the server more per job than the wait saves.
         enough = max(1, o.concurrency // 2)
         cands: list[bytes] = []
-        peek_deep = False  # the last peek was full: at least ``window`` jobs wait
         fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
         held_until = 0.0  # the claim gate held jobs back until then (loop clock): no claims
         while True:
             if flights and (flights[0].task.done() or len(flights) > 1 or self._stopping.is_set()):
                 # The oldest flush is answered (or two are in flight, or we stop): take it.
                 f = flights.popleft()
-                got = await self._land(f, flights, o)
+                got = await self._land(f)
                 if got is None:  # failed, backed off: what the flush had told is stale
-                    cands, peek_deep, fresh = [], False, False
+                    cands, fresh = [], False
                     continue
-                cands, fresh, peek_deep = got, True, f.peeked >= window
+                cands, fresh = got, True
                 leases = f.leases
                 if f.count and (leases.paused or (leases.wait_ms is not None
                                                   and len(leases) < f.count)):
@@ -304,9 +301,7 @@ class Consumer:
             if self._stopping.is_set():
                 break
             self._start(self._parking.take())
-            # A full peek: at least ``window`` jobs wait, lease ahead of the slots (with a
-            # flush in flight, cands lost the ids it claims: its peek says).
-            deep = peek_deep if flights else len(cands) >= window
+            deep = len(cands) >= window  # a full peek: lease ahead of the slots
             free = self._pool.room(self, ahead=ahead if deep else 0)
             if deep:  # the room ahead goes to a second flush in flight, not a larger first
                 free = min(free, o.concurrency)
@@ -354,7 +349,7 @@ class Consumer:
             # is empty), so going idle costs no round trip of its own (decision 0018).
             park = (not flights and o.handoff and self._parking.hearing and not cands
                     and free > 0 and not self._parking.recent())
-            f = _Flight(self._acks.take(), count, cands if count else None, cands[:count])
+            f = _Flight(self._acks.take(), count, cands if count else None)
             self._pool.claiming += count  # room spent while the claim is in flight
             self._acked_in_flight += len(f.acks)  # finished: no longer held against the room
             finished = [(x, r) for x, r, _ in f.acks]
@@ -375,18 +370,21 @@ class Consumer:
                     finished, count=count, lease_ms=o.lease_ms, candidates=cands, window=window))
             f.task.add_done_callback(self._kick_on_answer)
             flights.append(f)
-            cands = cands[count:]  # the next flush claims past the ids this one claims
+            # The next flush claims from the same head: a claim takes the first claimable
+            # candidates in the peek's order, which is what keeps a serial lane's order
+            # (skipping the ids this one was given would let the next claim lease a later
+            # job of a lane this one found busy). The ids this one leases are skipped
+            # there by the script's re-check, among the spare candidates.
             await asyncio.sleep(0)  # let handlers finishing in this turn reach the next flush
         while flights:  # stopping: what the flushes in flight leased joins the table
-            await self._land(flights.popleft(), flights, o)
+            await self._land(flights.popleft())
 
     def _kick_on_answer(self, task: asyncio.Future[Any]) -> None:
         self._kick.set()
 
-    async def _land(self, f: _Flight, later: collections.deque[_Flight],
-                    o: ConsumerOptions) -> list[bytes] | None:
+    async def _land(self, f: _Flight) -> list[bytes] | None:
         """Take the answer of flush ``f``: verdicts to their waiters, leases started, the
-        next candidates (less those the flushes sent after it claim); None if it failed."""
+        next candidates (its peek); None if it failed."""
         try:
             done, leases, cands = await f.task
             self._episodes.answered()
@@ -399,12 +397,9 @@ class Consumer:
         finally:  # the leases it got join the table in this step (_start below)
             self._pool.claiming -= f.count
             self._acked_in_flight -= len(f.acks)
-        f.leases, f.peeked = leases, len(cands)
+        f.leases = leases
         self._acks.resolve(f.acks, done)
         self._start(leases, claimed=True)
-        if later:
-            taken = {i for g in later for i in g.reserved}
-            cands = [i for i in cands if i not in taken]
         return cands
 
     def _start(self, leases: list[Lease], *, claimed: bool = False) -> None:
