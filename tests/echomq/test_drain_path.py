@@ -108,9 +108,16 @@ async def test_consumer_claims_in_batches(queue: AsyncQueue, raw: redis.Redis) -
     await _fill(queue, 400)
     claims: list[int] = []
     settle = queue.settle
+    flying, most_flying = 0, 0
 
     async def spy(*a, **kw):  # type: ignore[no-untyped-def]
-        out = await settle(*a, **kw)
+        nonlocal flying, most_flying
+        flying += 1
+        most_flying = max(most_flying, flying)
+        try:
+            out = await settle(*a, **kw)
+        finally:
+            flying -= 1
         if out[1]:
             claims.append(len(out[1]))
         return out
@@ -134,9 +141,12 @@ async def test_consumer_claims_in_batches(queue: AsyncQueue, raw: redis.Redis) -
         consumer.stop()
         await asyncio.wait_for(task, 10)
     assert consumer.stats.completed == 400 and consumer.stats.stale == 0
-    # A deep backlog: each claim leases up to concurrency more ahead of the running
-    # handlers (decision 0025), and still never more than 32 handlers run at once.
-    assert max(claims) == 64 and sum(claims) == 400 and most == 32
+    # A deep backlog: the consumer leases up to concurrency more ahead of the running
+    # handlers (decision 0025) in a second flush sent before the first is answered
+    # (decision 0052): two flushes in flight, each claiming up to concurrency, and still
+    # never more than 32 handlers run at once.
+    assert max(claims) == 32 and sum(claims) == 400 and most == 32
+    assert most_flying == 2
     assert len(claims) <= 400 // 16  # not one job per claim
     assert set(assert_consistent(raw, queue.name).values()) == {"done"}
 
