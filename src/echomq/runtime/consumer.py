@@ -1,6 +1,7 @@
 """A consumer drains one queue with a handler (docs/architecture.md, "At-least-once, leased").
 
 Its parts: :mod:`echomq.runtime.consumer_options` (what it is given and counts),
+:mod:`echomq.runtime.drain_pump` (its drain loop, one flush per turn),
 :mod:`echomq.runtime.lease_table` (the leases it holds), :mod:`echomq.runtime.task_runs` and
 :mod:`echomq.runtime.direct_runs` (an attempt in a task of its own, or straight on a handler
 thread), :mod:`echomq.runtime.ack_batcher` (its group commit of completions),
@@ -71,27 +72,24 @@ a crash stops the heartbeat, the lease (``lease_ms``, server clock) expires, and
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import inspect
 import logging
 import os
 import time
-from typing import Any
 
 from echomq.client._async.queue import AsyncQueue
 from echomq.client.replies import Episodes, Kind, classify
 from echomq.core.errors import ConfigurationError, InvalidArgument, ProtocolVersionError
 from echomq.core.eviction import check_eviction_policy
 from echomq.core.hooks import Hooks
-from echomq.core.model import Completion, Lease
+from echomq.core.model import Lease
 from echomq.core.outcomes import Outcome
-from echomq.protocol.gate import Claimed
 from echomq.protocol.sharding import RETIRED
 from echomq.runtime._threads import HandlerThreads
-from echomq.runtime.ack_batcher import AckBatcher, Pending
+from echomq.runtime.ack_batcher import AckBatcher
 from echomq.runtime.consumer_options import ConsumerOptions, ConsumerStats, Handler
 from echomq.runtime.direct_runs import DirectRuns
+from echomq.runtime.drain_pump import DrainPump, wait
 from echomq.runtime.finishing import hand_back, record_outcome
 from echomq.runtime.handling import timeout_for
 from echomq.runtime.lease_table import LeaseTable, cancel_and_wait, raise_lost_cancel
@@ -105,17 +103,6 @@ from echomq.runtime.wake_link import listen
 __all__ = ["Consumer", "ConsumerOptions", "ConsumerStats", "Handler"]
 
 log = logging.getLogger("echomq.runtime.consumer")
-
-class _Flight:
-    """One drain flush sent and not yet taken: its completions, its claim's count and the
-    candidates it was given (``tried``)."""
-
-    __slots__ = ("acks", "count", "leases", "task", "tried")
-
-    def __init__(self, acks: list[Pending], count: int, tried: list[bytes] | None) -> None:
-        self.acks, self.count, self.tried = acks, count, tried
-        self.task: asyncio.Future[tuple[list[Completion], Claimed, list[bytes]]]
-        self.leases = Claimed([])
 
 
 class Consumer:
@@ -146,7 +133,6 @@ class Consumer:
         self._kick = self._pool.join(self)  # a finished handler, a free slot, a wake-up or stop
         self._leases = LeaseTable()
         self._acks = AckBatcher(queue, self._kick)
-        self._hints: list[bytes] = []  # ids told by the wake channel: claim candidates
         self._parking = Parking(queue, lease_ms=self.options.lease_ms, beat_ms=self.options.beat_ms,
                                 kick=self._kick)
         self._threads: HandlerThreads | None = None
@@ -167,7 +153,10 @@ class Consumer:
         self._episodes = Episodes(self.name, log)
         self._fenced = asyncio.Event()  # the first flush passed the version fence
         self._fatal: ConfigurationError | None = None
-        self._acked_in_flight = 0  # finished leases whose completions are in a flush in flight
+        self._pump = DrainPump(queue, self.options, member=self, pool=self._pool, kick=self._kick,
+                               acks=self._acks, parking=self._parking, stopping=self._stopping,
+                               episodes=self._episodes, fenced=self._fenced, start=self._start,
+                               refused=self._refused, ride_out=self._ride_out)
 
     # ------------------------------------------------------------ public
     async def run(self) -> None:
@@ -190,7 +179,7 @@ class Consumer:
         try:
             self._acks.pumping = True
             try:
-                await self._pump()
+                await self._pump.run()
             finally:
                 self._acks.pumping = False
                 if self._acks:
@@ -237,171 +226,9 @@ class Consumer:
     def held(self) -> int:
         """The leases that count against the pool: held, less those finished and waiting
         for their flush or in one."""
-        return len(self._leases) - len(self._acks) - self._acked_in_flight
+        return len(self._leases) - len(self._acks) - self._pump.acked_in_flight
 
     # ------------------------------------------------------------ loops
-    async def _pump(self) -> None:
-        """The drain loop: one flush per turn completes the finished jobs, claims as many
-        jobs as there are free slots (from ids peeked by an earlier flush) and peeks the
-        next candidates (docs/decisions/0008-drain-path.md). While the backlog is deep a
-        second flush goes out before the first is answered (decision 0052), so the server
-        runs one flush while this process reads the other's replies and runs its jobs."""
-        flights: collections.deque[_Flight] = collections.deque()
-        try:
-            await self._pump_turns(flights)
-        except BaseException:
-            # Cancelled, or stopped by a failure: the flushes still in flight are cancelled
-            # like the one a cancelled flush-per-turn loop awaited; what they leased
-            # expires (reap), their completions are not awaited (see run()).
-            for f in flights:
-                f.task.cancel()
-                self._pool.claiming -= f.count
-                self._acked_in_flight -= len(f.acks)
-            await asyncio.gather(*(f.task for f in flights), return_exceptions=True)
-            raise
-
-    async def _pump_turns(self, flights: collections.deque[_Flight]) -> None:
-        o, q = self.options, self.queue
-        window = 2 * o.concurrency + 16  # room to skip jobs of busy serial lanes
-        ahead = o.concurrency  # leases held beyond the running handlers while the backlog is deep
-        # A second flush is sent before the first is answered only with this many jobs to
-        # finish or claim: smaller ones cost the server more per job than the wait saves.
-        enough = max(1, o.concurrency // 2)
-        cands: list[bytes] = []
-        fresh = False  # cands came from the last flush (empty and fresh: pending was empty)
-        held_until = 0.0  # the claim gate held jobs back until then (loop clock): no claims
-        while True:
-            if flights and (flights[0].task.done() or len(flights) > 1 or self._stopping.is_set()):
-                # The oldest flush is answered (or two are in flight, or we stop): take it.
-                f = flights.popleft()
-                got = await self._land(f)
-                if got is None:  # failed, backed off: what the flush had told is stale
-                    cands, fresh = [], False
-                    continue
-                cands, fresh = got, True
-                leases = f.leases
-                if f.count and (leases.paused or (leases.wait_ms is not None
-                                                  and len(leases) < f.count)):
-                    # The claim gate held jobs back (docs/decisions/0022): wait until the
-                    # next token is due, or a beat while paused (resume wakes us), never spin.
-                    wait_s = o.beat_ms / 1000 if leases.paused else (leases.wait_ms or 0) / 1000
-                    held_until = asyncio.get_running_loop().time() + wait_s
-                elif f.tried is not None and not leases and cands == f.tried and not flights:
-                    # Nothing claimable moved (e.g. every candidate waits on a busy serial
-                    # lane): idle until a job finishes, a wake-up or the beat, as a poll
-                    # would. The kick was cleared before the flush, so a finish or a wake-up
-                    # that came while it was in flight is not lost.
-                    if self._hints:  # a new job's id heard meanwhile (maybe past the peek)
-                        cands, self._hints = [*self._hints[-o.concurrency:], *cands], []
-                    else:
-                        await self._wait(self._kick, o.beat_ms / 1000)
-                    fresh = False
-                await asyncio.sleep(0)  # let the acked tasks finish (their slots free up)
-                continue
-            if self._stopping.is_set():
-                break
-            self._start(self._parking.take())
-            deep = len(cands) >= window  # a full peek: lease ahead of the slots
-            free = self._pool.room(self, ahead=ahead if deep else 0)
-            if deep:  # the room ahead goes to a second flush in flight, not a larger first
-                free = min(free, o.concurrency)
-            if free <= 0 and (cands or self._hints):
-                self._pool.starve(self, self._kick)  # work and no room: a freed slot wakes us
-            else:
-                self._pool.fed(self)
-            hold = held_until - asyncio.get_running_loop().time()
-            if flights:
-                # One flush in flight: send the next now only while the backlog is deep and
-                # it carries enough; else wait for its answer or for more finished jobs.
-                count = max(free, 0) if cands and hold <= 0 else 0
-                if not (deep and len(self._acks) + count >= enough):
-                    self._kick.clear()
-                    if not flights[0].task.done():
-                        await self._wait(self._kick, o.beat_ms / 1000)
-                    continue
-            elif not self._acks and (free <= 0 or (fresh and not cands) or hold > 0):
-                if self._hints and free > 0:  # told of a new job during the last flush:
-                    held_until, fresh = 0.0, False  # claim it now, not after a beat
-                    cands, self._hints = cands or self._hints[-o.concurrency:], []
-                    continue
-                self._kick.clear()  # before parking: a kick during its round trip is kept
-                if (free > 0 and hold <= 0 and o.handoff and self._parking.hearing
-                        and not await self._parking.park(self._refused)):
-                    fresh = False  # pending has work after all: claim it
-                    continue
-                await self._wait(self._kick, min(o.beat_ms / 1000, hold) if hold > 0
-                                 else o.beat_ms / 1000)
-                fresh = False  # woken or polled: look at pending again
-                if self._stopping.is_set():
-                    break
-                if self._hints:
-                    held_until = 0.0  # a wake-up (a resume, a new job): look again now
-                if self._hints and not cands:
-                    # Woken with the new job's id: claim it in the same flush as the peek,
-                    # one round trip from the wake-up to the lease (the script re-checks it).
-                    cands, self._hints = self._hints[-o.concurrency:], []
-                else:
-                    await asyncio.sleep(0)  # let handlers finishing in this turn join the flush
-                continue
-            self._kick.clear()  # what happens from here on wakes the next idle wait
-            count = max(free, 0) if cands and hold <= 0 else 0
-            # Nothing to claim and a slot free: park in this flush (it parks only if pending
-            # is empty), so going idle costs no round trip of its own (decision 0018).
-            park = (not flights and o.handoff and self._parking.hearing and not cands
-                    and free > 0 and not self._parking.recent())
-            f = _Flight(self._acks.take(), count, cands if count else None)
-            self._pool.claiming += count  # room spent while the claim is in flight
-            self._acked_in_flight += len(f.acks)  # finished: no longer held against the room
-            finished = [(x, r) for x, r, _ in f.acks]
-            if park:  # (a parking flush claims nothing: it is sent only without candidates)
-                heard = self._parking.heard
-
-                async def parking(finished: list[tuple[Lease, bytes]] = finished,
-                                  count: int = count, cands: list[bytes] = cands,
-                                  heard: int = heard) -> tuple[list[Completion], Claimed, list[bytes]]:
-                    done, leases, nxt, parked = await q._settle_parking(
-                        finished, count=count, lease_ms=o.lease_ms, candidates=cands,
-                        window=window, park=self._parking.token, park_ttl_ms=self._parking.ttl_ms)
-                    self._parking.mark(parked, heard)
-                    return done, leases, nxt
-                f.task = asyncio.ensure_future(parking())
-            else:
-                f.task = asyncio.ensure_future(q.settle(
-                    finished, count=count, lease_ms=o.lease_ms, candidates=cands, window=window))
-            f.task.add_done_callback(self._kick_on_answer)
-            flights.append(f)
-            # The next flush claims from the same head: a claim takes the first claimable
-            # candidates in the peek's order, which is what keeps a serial lane's order
-            # (skipping the ids this one was given would let the next claim lease a later
-            # job of a lane this one found busy). The ids this one leases are skipped
-            # there by the script's re-check, among the spare candidates.
-            await asyncio.sleep(0)  # let handlers finishing in this turn reach the next flush
-        while flights:  # stopping: what the flushes in flight leased joins the table
-            await self._land(flights.popleft())
-
-    def _kick_on_answer(self, task: asyncio.Future[Any]) -> None:
-        self._kick.set()
-
-    async def _land(self, f: _Flight) -> list[bytes] | None:
-        """Take the answer of flush ``f``: verdicts to their waiters, leases started, the
-        next candidates (its peek); None if it failed."""
-        try:
-            done, leases, cands = await f.task
-            self._episodes.answered()
-            self._fenced.set()
-        except Exception as exc:
-            self._acks.fail(f.acks, exc)
-            if not await self._ride_out(exc, "the drain flush"):
-                raise
-            return None
-        finally:  # the leases it got join the table in this step (_start below)
-            self._pool.claiming -= f.count
-            self._acked_in_flight -= len(f.acks)
-        f.leases = leases
-        self._acks.resolve(f.acks, done)
-        self._start(leases, claimed=True)
-        return cands
-
     def _start(self, leases: list[Lease], *, claimed: bool = False) -> None:
         """Run leased jobs: claimed ones, or handed off by an admission (counted in both)."""
         self.stats.claimed += len(leases)
@@ -444,18 +271,8 @@ class Consumer:
         delay = self._refused(exc, where)
         if delay is None:
             return self._fatal is not None  # stopping: the loop ends on its own
-        await self._wait(self._stopping, delay)
+        await wait(self._stopping, delay)
         return True
-
-    @staticmethod
-    async def _wait(event: asyncio.Event, seconds: float) -> None:
-        if event.is_set():
-            return
-        # asyncio.timeout, not wait_for: no extra task, so a wake-up resumes the waiter one
-        # loop turn sooner (the idle path's latency).
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await event.wait()
 
     def _take_back_unstarted(self) -> list[Lease]:
         """Out of the table, never to run here: the direct leases no handler thread has
@@ -472,7 +289,7 @@ class Consumer:
         deadline = time.monotonic() + self.options.grace_s
         while self._leases and not self._hurry and time.monotonic() < deadline:
             self._kick.clear()  # set by every finished handler and by stop(hurry=True)
-            await self._wait(self._kick, deadline - time.monotonic())
+            await wait(self._kick, deadline - time.monotonic())
         late = self._leases.items()
         for task, _ in late:
             task.cancel()
@@ -550,8 +367,9 @@ class Consumer:
             self._parking.repark_soon()
             self._start(self._parking.take())  # last: the loop then blocks, the handler runs
             return
-        if mine is None and data.startswith(b"JOB") and len(self._hints) < 64:
-            self._hints.append(data)
+        hints = self._pump.hints
+        if mine is None and data.startswith(b"JOB") and len(hints) < 64:
+            hints.append(data)
         self._kick.set()
 
     async def _deaf(self, exc: BaseException) -> None:
