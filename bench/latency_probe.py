@@ -21,8 +21,13 @@ library is untouched) and the probe prints the time spent between stages:
 * ``handler`` -> the handler's first line
 ``--floor``: before each run, the same shape with raw blocking sockets (a client
 SPUBLISHes a stamp, a subscriber process stamps its arrival): what this machine gives
-with no library at all, at that moment. Wall time on a shared machine: quote the load
-(printed) and the floor with every figure.
+with no library at all, at that moment. ``--script-floor``: then the same with the real
+scripts: the client sends the admission's own ``EVALSHA`` of ``enqueue.lua`` (the bytes
+the library's builder makes, built after the stamp) and the subscriber, parked with
+``park.lua``, stamps the hand-off's arrival and parks again: the floor plus the server's
+hand-off, with no library code on the path but the request's build (an admission
+the subscriber was not parked for in time is no sample: see its ``n``). Wall time on a
+shared machine: quote the load (printed) and the floor with every figure.
 """
 
 from __future__ import annotations
@@ -305,6 +310,86 @@ def floor(url: str, port: int, n: int, interval: float, pin: bool) -> list[float
     return [float(x) for x in raw.lrange("floor:lat", 0, -1)]
 
 
+SCRIPT_SUB = """
+import socket, sys, time, hiredis, redis
+from echomq.client._wire import pack_command
+from echomq.protocol import keyspace
+from echomq.protocol.handoff import park
+host, port = sys.argv[1], int(sys.argv[2])
+raw = redis.Redis(host=host, port=port)
+k = keyspace.QueueKeys.of("bench")
+call = park(k, "floor", lease_ms=30000, ttl_ms=60000)
+raw.script_load(call.script.source)
+parking = call.request() or pack_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+s = socket.create_connection((host, port))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(pack_command("SSUBSCRIBE", k.wake))
+s.recv(1000)
+p = socket.create_connection((host, port))
+p.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+p.sendall(parking)
+p.recv(100)
+reader, done = hiredis.Reader(), False
+while not done:
+    d = s.recv(4000)
+    t = time.time()
+    if not d:
+        break
+    reader.feed(d)
+    while (m := reader.gets()) is not False:
+        if m[2] == b"quit":
+            done = True
+            break
+        if m[2].startswith(b"EMQH|"):
+            raw.rpush("floor:lat", t - float(m[2].rsplit(b"|", 1)[-1]))
+        else:  # not parked in time (descheduled past the interval): pending, no sample
+            raw.zrem(k.pending, m[2])  # so the next admission finds pending empty again
+        p.sendall(parking)
+        p.recv(100)
+"""
+
+
+def script_floor(url: str, port: int, n: int, interval: float, pin: bool) -> list[float]:
+    """The floor with the server's hand-off: raw sockets, the real ``enqueue`` and ``park``
+    scripts (see the module)."""
+    import socket
+
+    from echomq import AsyncConnector, AsyncQueue, generate
+    from echomq.protocol import keyspace
+
+    raw = redis.Redis.from_url(url)
+    raw.delete("floor:lat")
+    q = AsyncQueue(AsyncConnector.from_url(url), "bench")
+
+    async def warm() -> None:  # the queue's meta, enqueue.lua loaded; no registration left
+        await q.enqueue(generate("JOB"), b"warm")
+        await q.connector.aclose()
+
+    raw.delete("emq:x", *raw.keys("emq:*"))
+    asyncio.run(warm())
+    raw.delete("emq:{bench}:pending", *raw.keys("emq:{bench}:job:*"))
+    cmd = [sys.executable, "-c", SCRIPT_SUB, "127.0.0.1", str(port)]
+    sub = subprocess.Popen(["taskset", "-c", "1", *cmd] if pin else cmd)
+    time.sleep(1.5)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    admission = q.admission
+    for _ in range(n):
+        jid = generate("JOB")
+        t = time.time()
+        request = admission.call(jid, repr(t).encode(), None, 0, False, None).request()
+        assert request is not None
+        s.sendall(request)
+        s.recv(100)
+        time.sleep(interval)
+    wake = keyspace.QueueKeys.of("bench").wake.encode()
+    s.sendall(b"*3\r\n$8\r\nSPUBLISH\r\n$%d\r\n%s\r\n$4\r\nquit\r\n" % (len(wake), wake))
+    s.recv(100)
+    sub.wait(15)
+    raw.delete("emq:x", *raw.keys("emq:*"))
+    return [float(x) for x in raw.lrange("floor:lat", 0, -1)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker")
@@ -317,6 +402,8 @@ def main() -> None:
                     help="after the bench's 1.5 s, also wait until the consumer is parked")
     ap.add_argument("--floor", action="store_true",
                     help="also measure the machine's floor (raw sockets) before each run")
+    ap.add_argument("--script-floor", action="store_true",
+                    help="also the floor with the real enqueue and park scripts (raw sockets)")
     a = ap.parse_args()
     if a.worker:
         asyncio.run(worker(a.worker, a.trace))
@@ -332,6 +419,10 @@ def main() -> None:
             if a.floor:
                 xs = floor(srv.url, srv.port, a.n, a.interval, a.pin)
                 print(f"floor {run + 1}: load {os.getloadavg()[0]:.2f}  " + line("FLOOR", xs), flush=True)
+            if a.script_floor:
+                xs = script_floor(srv.url, srv.port, a.n, a.interval, a.pin)
+                print(f"script floor {run + 1}: load {os.getloadavg()[0]:.2f}  " + line("SCRIPT", xs),
+                      flush=True)
             r = asyncio.run(drive(srv.url, a.n, a.interval, a.trace, a.pin, a.ready))
             print(f"run {run + 1}: load {r['load']:.2f}  pin={a.pin}  first job at {r['waited']:.2f} s  "
                   f"driver cpu {r['driver_cpu_ms_per_job']:.3f} ms/job  "

@@ -119,6 +119,8 @@ ASYNC_ONLY = {
     "test_sharded_worker.py": "echomq worker as a process and an AsyncScheduler onto the shards",
     "test_sharded_cluster.py": "a ShardedConsumer through a primary's kill -9 (asyncio only); cluster only",
     "test_sharding.py": "ShardedConsumer and ConsumerChild (asyncio only) over the sharded queue",
+    "test_stream.py": "the hand-written asyncio stream's read watchdog (the blocking Stream "
+                      "uses its socket's own timeout)",
     "test_timeouts.py": "a Consumer's handler timeouts (asyncio only)",
     "test_tracing.py": "spans around a Consumer's handler (asyncio only)",
     "test_wake_link.py": "the Consumer's wake link (asyncio only)",

@@ -26,11 +26,27 @@ __all__ = ["AsyncStream", "Stream"]
 
 
 class AsyncStream:
-    """An asyncio connection (asyncio sets ``TCP_NODELAY`` on its TCP transports)."""
+    """An asyncio connection (asyncio sets ``TCP_NODELAY`` on its TCP transports).
+
+    The read timeout is kept by one watchdog timer per connection, not a timer per read:
+    ``asyncio.timeout`` around each read cost ~10 µs of client CPU per call (a timer
+    scheduled and cancelled, the task's cancel bookkeeping; ``bench/latency_probe.py``'s
+    driver reads one reply per admission, on the idle hand-off's path). A read notes when
+    it began; the watchdog, armed by the first read while none is armed, fires at that
+    read's deadline and either finds a read waiting since ``timeout`` or more (it ends that
+    read with ``TimeoutError``), or re-arms itself at the deadline of the read now waiting,
+    or, with none waiting, disarms until the next read. So a read that waits ``timeout``
+    raises ``TimeoutError`` then, as before; a connection that timed out is closed by its
+    caller (the wire's ``BROKEN``) and never read again.
+    """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  timeout: float | None) -> None:
         self._reader, self._writer, self._timeout = reader, writer, timeout
+        self._loop = asyncio.get_running_loop()
+        self._since: float | None = None  # loop time the waiting read began; None: none waits
+        self._watch: asyncio.TimerHandle | None = None  # the armed watchdog, if any
+        self._expired = False  # the watchdog ended a read: the connection is done
 
     @classmethod
     async def connect(cls, target: Target) -> AsyncStream:
@@ -51,13 +67,38 @@ class AsyncStream:
             await writer.drain()
 
     async def read(self) -> bytes:
-        async with asyncio.timeout(self._timeout):
+        timeout = self._timeout
+        if timeout is not None:
+            self._since = now = self._loop.time()
+            if self._watch is None:
+                self._watch = self._loop.call_at(now + timeout, self._check)
+        try:
             data = await self._reader.read(READ_SIZE)
+        finally:
+            self._since = None
+        if self._expired:  # the deadline and the bytes came in one loop turn: too late
+            raise TimeoutError(f"no reply within {timeout} s")
         if not data:
             raise OSError("connection closed by server")
         return data
 
+    def _check(self) -> None:
+        """The watchdog: end the waiting read past its deadline, else re-arm or disarm."""
+        self._watch = None
+        since, timeout = self._since, self._timeout
+        if since is None or timeout is None:
+            return  # no read waits: the next read arms the watchdog again
+        due = since + timeout
+        if self._loop.time() < due:
+            self._watch = self._loop.call_at(due, self._check)
+            return
+        self._expired = True
+        self._reader.set_exception(TimeoutError(f"no reply within {timeout} s"))
+
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         self._writer.close()
 
 

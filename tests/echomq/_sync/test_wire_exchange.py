@@ -163,3 +163,41 @@ def test_refused_credentials_raise_and_leave_no_connection_open() -> None:
     assert "invalid username-password pair" in str(caught.value)
     assert stream.closed
     assert stream.log == [b"w:" + pack_command("AUTH", "bad"), b"r"]  # nothing else sent
+
+
+def test_one_call_returns_its_one_reply_and_keeps_the_connection() -> None:
+    stream = CannedStream(b":1", b"\r\n", b"-ERR no\r\n")
+    wire = wire_of(stream)
+    assert wire.call(b"A") == 1  # its reply in two reads
+    err = wire.call(b"B")  # an error reply is returned in place, never raised
+    assert isinstance(err, rex.ResponseError) and str(err) == "no"
+    assert stream.log == [b"w:A", b"r", b"r", b"w:B", b"r"]  # one connection for both
+    assert not stream.closed
+
+
+def test_one_call_on_a_broken_connection_raises_and_the_next_opens_another() -> None:
+    broken, fresh = CannedStream(b":1"), CannedStream(b":9\r\n")
+    wire = wire_of(broken, fresh)
+    with pytest.raises(WireError) as caught:
+        wire.call(b"A")
+    assert caught.value.answered == []
+    assert not isinstance(caught.value, WireTimeout)
+    assert isinstance(caught.value.__cause__, OSError)
+    assert broken.closed
+    assert wire.call(b"B") == 9
+
+
+def test_one_call_to_a_silent_server_is_a_timeout() -> None:
+    stream = CannedStream(TimeoutError())
+    with pytest.raises(WireTimeout):
+        wire_of(stream).call(b"A")
+    assert stream.closed
+
+
+def test_one_call_refused_credentials_raise_as_they_are() -> None:
+    target = Target(host="h", port=1, path=None, username=None, password="bad", db=0, timeout=1.0)
+    stream = CannedStream(b"-WRONGPASS invalid username-password pair\r\n")
+    with pytest.raises(rex.AuthenticationError) as caught:
+        wire_of(stream, target=target).call(b"A")
+    assert not isinstance(caught.value, WireError)
+    assert stream.closed

@@ -251,8 +251,7 @@ class AsyncConnector:
             # again, as any retry of the general path sends it (scripts are fenced or
             # answer a resend by their call token).
             try:
-                (reply,) = await wire.run(
-                    ((request or _wire.pack_evalsha(script.sha, keys, args), 1),))
+                reply = await wire.call(request or _wire.pack_evalsha(script.sha, keys, args))
             except _wire.WireError:
                 pass
             else:

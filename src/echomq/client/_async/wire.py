@@ -110,34 +110,63 @@ class AsyncWire:
     async def run(self, flushes: Flushes) -> list[Any]:
         """Send the flushes, two in flight; every reply, in order."""
         answered: list[Any] = []
-        conn: _Connection | None = None
-        with self._lock:
-            epoch = self._epoch
-            if self._idle:
-                conn = self._idle.pop()
+        conn, epoch = self._take()
         try:
             if conn is None:
                 conn = await self._connect()
             await conn.run(flushes, answered)
-        except (rex.AuthenticationError, rex.AuthorizationError):
-            if conn is not None:
-                conn.close()
-            raise  # refused credentials: a configuration error, not a broken connection
-        except BROKEN as exc:
-            if conn is not None:
-                conn.close()
-            raise broken(exc, answered) from exc
-        except BaseException:
-            if conn is not None:
-                conn.close()  # cancelled or misused mid-exchange: replies out of step
-            raise
+        except BaseException as exc:
+            raise self._failed(conn, exc, answered)  # noqa: B904 (its cause is set there)
+        self._give_back(conn, epoch)
+        return answered
+
+    async def call(self, request: bytes) -> Any:
+        """One request, its one reply (or error reply, returned): :meth:`run` of a single
+        flush of one request, without the flushes' generator, the list of replies and the
+        read loop (a single call's client path is on the idle hand-off's latency).
+        Failures are :meth:`run`'s, with no reply answered."""
+        conn, epoch = self._take()
+        try:
+            if conn is None:
+                conn = await self._connect()
+            stream, parser = conn.stream, conn.parser
+            await stream.write(request)
+            reply = parser.gets()
+            while reply is NEED_DATA:
+                parser.feed(await stream.read())
+                reply = parser.gets()
+        except BaseException as exc:
+            raise self._failed(conn, exc, [])  # noqa: B904 (its cause is set there)
+        self._give_back(conn, epoch)
+        return reply
+
+    def _take(self) -> tuple[_Connection | None, int]:
+        """An idle connection (None: open one) and the epoch it is taken in."""
+        with self._lock:
+            return (self._idle.pop() if self._idle else None), self._epoch
+
+    def _give_back(self, conn: _Connection, epoch: int) -> None:
+        """Keep a connection whose replies were all read, unless aclose() came since."""
         with self._lock:
             if epoch == self._epoch:
                 self._idle.append(conn)
-                conn = None
+                return
+        conn.close()
+
+    @staticmethod
+    def _failed(conn: _Connection | None, exc: BaseException, answered: list[Any]) -> BaseException:
+        """Close the connection of a failed exchange (its replies are out of step); what
+        to raise: refused credentials as they are (a configuration error, not a broken
+        connection), a broken connection as WireError carrying ``answered``, anything
+        else (a cancel, a misuse mid-exchange) as it is."""
         if conn is not None:
             conn.close()
-        return answered
+        if isinstance(exc, rex.AuthenticationError | rex.AuthorizationError) \
+                or not isinstance(exc, BROKEN):
+            return exc
+        wire_exc = broken(exc, answered)
+        wire_exc.__cause__ = exc
+        return wire_exc
 
     async def aclose(self) -> None:
         """Close every idle connection; one in use is closed when its run ends."""
