@@ -85,9 +85,9 @@ async def _charge(conn: Conn, round_id: str, items: Sequence[ChargeItem],
     players = sorted({i.player for i in items})
     locked = await lock(conn, round_id=round_id, round_mode="share", players=players)
     refs = [charge_ref(i.guess_id) for i in items]
-    refs_cur = await conn.execute("SELECT ref FROM movements WHERE ref = ANY(%s)", (refs,))
+    refs_cur = await conn.execute("SELECT ref FROM movements WHERE ref = ANY(%b::text[])", (refs,))
     locks_cur = await conn.execute("SELECT player_id, position, emoji FROM locks WHERE round_id = %s"
-                                   " AND player_id = ANY(%s)", (round_id, players))
+                                   " AND player_id = ANY(%b::text[])", (round_id, players))
     taken = {str(r[0]) for r in await refs_cur.fetchall()}
     locks: dict[str, dict[int, str]] = {}
     for pid, pos, emoji in await locks_cur.fetchall():
@@ -129,26 +129,28 @@ async def _write(conn: Conn, round_id: str, charged: list[tuple[ChargeItem, Gues
                  balances: Mapping[str, int], before: Mapping[str, int],
                  job_of: Callable[[ChargeItem, Guess], outbox.OutboxJob] | None) -> None:
     # Every statement takes whole columns as arrays (unnest): one fixed text per statement,
-    # parsed and prepared once, whatever the batch's size.
+    # parsed and prepared once, whatever the batch's size. The arrays go in binary (%b):
+    # psycopg's text array dumper quotes each element in Python (~1.2 µs a string against
+    # ~0.2 µs in binary), which was a sixth of the game process's CPU in the bench.
     refs = [charge_ref(item.guess_id) for item, _, _ in charged]
     prices = [price for _, _, price in charged]
     await conn.execute("INSERT INTO movements (ref, kind, amount)"
-                       " SELECT r, 'charge', a FROM unnest(%s::text[], %s::bigint[]) AS m(r, a)",
+                       " SELECT r, 'charge', a FROM unnest(%b::text[], %b::bigint[]) AS m(r, a)",
                        (refs, prices))
     pot = round_account(round_id)
     await conn.execute(
         "INSERT INTO ledger (ref, account, amount)"
-        " SELECT r, l.account, l.amount FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS m(r, p, a),"
+        " SELECT r, l.account, l.amount FROM unnest(%b::text[], %b::text[], %b::bigint[]) AS m(r, p, a),"
         " LATERAL (VALUES (m.p, -m.a), (%s, m.a)) AS l(account, amount)",
         (refs, [player_account(item.player) for item, _, _ in charged], prices, pot))
     moved = {p: balances[p] - before[p] for p in balances if balances[p] != before[p]}
     await conn.execute(
-        "UPDATE players SET balance = balance + d.delta FROM unnest(%s::text[], %s::bigint[])"
+        "UPDATE players SET balance = balance + d.delta FROM unnest(%b::text[], %b::bigint[])"
         " AS d(id, delta) WHERE players.id = d.id", (list(moved), list(moved.values())))
     await conn.execute(
         "INSERT INTO guesses (id, round_id, player_id, emojis, charged, admitted_at)"
         " SELECT g, %s, p, string_to_array(e, %s), c, CASE WHEN %s THEN now() END"
-        " FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS n(g, p, e, c)",
+        " FROM unnest(%b::text[], %b::text[], %b::text[], %b::bigint[]) AS n(g, p, e, c)",
         (round_id, _SEP, job_of is not None, [item.guess_id for item, _, _ in charged],
          [item.player for item, _, _ in charged], [_SEP.join(emojis) for _, emojis, _ in charged],
          prices))
@@ -156,7 +158,7 @@ async def _write(conn: Conn, round_id: str, charged: list[tuple[ChargeItem, Gues
         jobs = [job_of(item, emojis) for item, emojis, _ in charged]
         await conn.execute(
             f"INSERT INTO {OUTBOX.quoted} (queue, payload, options, job_id)"
-            " SELECT q, b, o::jsonb, j FROM unnest(%s::text[], %s::bytea[], %s::text[], %s::text[])"
+            " SELECT q, b, o::jsonb, j FROM unnest(%b::text[], %b::bytea[], %b::text[], %b::text[])"
             " AS x(q, b, o, j)",
             ([j.queue for j in jobs], [j.payload for j in jobs], [j.options_json() for j in jobs],
              [j.job_id for j in jobs]))
@@ -172,25 +174,26 @@ async def record_scores(
     async with transaction(pool) as conn, conn.pipeline():
         cur = await conn.execute(
             "UPDATE guesses SET score = s.score, scored_at = now()"
-            " FROM unnest(%s::text[], %s::int[]) AS s(id, score)"
+            " FROM unnest(%b::text[], %b::int[]) AS s(id, score)"
             " WHERE guesses.id = s.id AND guesses.score IS NULL"
             " RETURNING guesses.id, guesses.round_id, guesses.player_id",
             (ids, [s for _, s, _ in scores]))
         fresh = {str(i): (str(r), str(p)) for i, r, p in await cur.fetchall()}
         old: dict[str, int] = {}
         if len(fresh) < len(set(ids)):
-            cur = await conn.execute("SELECT id, score FROM guesses WHERE id = ANY(%s) AND score IS NOT NULL",
-                                     ([g for g in ids if g not in fresh],))
+            cur = await conn.execute(
+                "SELECT id, score FROM guesses WHERE id = ANY(%b::text[]) AND score IS NOT NULL",
+                ([g for g in ids if g not in fresh],))
             old = {str(i): int(s) for i, s in await cur.fetchall()}
         # A scored guess's job was admitted (it is being scored): its outbox row, if the
         # relay has not taken it, is done with (the relay never admits it a second time).
-        await conn.execute(f"DELETE FROM {OUTBOX.quoted} WHERE job_id = ANY(%s)", (list(fresh),))
+        await conn.execute(f"DELETE FROM {OUTBOX.quoted} WHERE job_id = ANY(%b::text[])", (list(fresh),))
         rows = sorted({(fresh[g][0], fresh[g][1], pos, emoji) for g, _, exact in scores if g in fresh
                        for pos, emoji in exact.items()})
         if rows:
             await conn.execute(
                 "INSERT INTO locks (round_id, player_id, position, emoji)"
-                " SELECT * FROM unnest(%s::text[], %s::text[], %s::smallint[], %s::text[])"
+                " SELECT * FROM unnest(%b::text[], %b::text[], %b::smallint[], %b::text[])"
                 " ON CONFLICT DO NOTHING", tuple(list(col) for col in zip(*rows, strict=True)))
     out: list[Scored | AlreadyScored | UnknownGuess] = []
     first: set[str] = set()
@@ -212,7 +215,7 @@ async def mark_notified_many(pool: AsyncConnectionPool, guess_ids: Sequence[str]
     """Stamp the delivery of each guess's score notification (the first stamp counts);
     how many this call stamped."""
     async with transaction(pool) as conn:
-        cur = await conn.execute("UPDATE guesses SET notified_at = now() WHERE id = ANY(%s)"
+        cur = await conn.execute("UPDATE guesses SET notified_at = now() WHERE id = ANY(%b::text[])"
                                  " AND notified_at IS NULL", (list(guess_ids),))
         return cur.rowcount
 
@@ -234,7 +237,7 @@ async def untold_scores(pool: AsyncConnectionPool,
     async with transaction(pool) as conn:
         cur = await conn.execute(
             "SELECT n.i, g.id, g.emojis, g.score"
-            " FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS n(p, r, i)"
+            " FROM unnest(%b::text[], %b::text[]) WITH ORDINALITY AS n(p, r, i)"
             " JOIN guesses g ON g.round_id = n.r AND g.player_id = n.p"
             " WHERE g.score IS NOT NULL AND g.notified_at IS NULL ORDER BY n.i, g.seq",
             ([p for p, _ in pairs], [r for _, r in pairs]))
