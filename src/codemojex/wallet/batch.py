@@ -73,9 +73,9 @@ async def charge_guesses(
     """Charge every item in one transaction (module docstring); per item its outcome and the
     guess as charged (locks overlaid). ``job_of``: the outbox row of a charged guess (see
     :func:`~codemojex.wallet.money.charge_guess`'s ``job``); the guess is stamped admitted."""
-    async with transaction(pool) as conn, conn.pipeline():
-        # Pipeline mode: the reads go out together (one round trip), the writes and the
-        # COMMIT together (one more), whatever the batch's size.
+    async with transaction(pool, pipelined=True) as conn:
+        # Pipeline mode: BEGIN and the reads go out together (one round trip), the writes
+        # and the COMMIT together (one more), whatever the batch's size.
         return await _charge(conn, round_id, items, job_of)
 
 
@@ -171,7 +171,7 @@ async def record_scores(
     """``(guess id, score, exact positions)`` each stored once, in one transaction (see
     :func:`~codemojex.wallet.rounds.record_score`: no money lock is taken)."""
     ids = [g for g, _, _ in scores]
-    async with transaction(pool) as conn, conn.pipeline():
+    async with transaction(pool, pipelined=True) as conn:
         cur = await conn.execute(
             "UPDATE guesses SET score = s.score, scored_at = now()"
             " FROM unnest(%b::text[], %b::int[]) AS s(id, score)"
@@ -214,7 +214,7 @@ async def record_scores(
 async def mark_notified_many(pool: AsyncConnectionPool, guess_ids: Sequence[str]) -> int:
     """Stamp the delivery of each guess's score notification (the first stamp counts);
     how many this call stamped."""
-    async with transaction(pool) as conn:
+    async with transaction(pool, pipelined=True) as conn:
         cur = await conn.execute("UPDATE guesses SET notified_at = now() WHERE id = ANY(%b::text[])"
                                  " AND notified_at IS NULL", (list(guess_ids),))
         return cur.rowcount
@@ -234,7 +234,7 @@ async def untold_scores(pool: AsyncConnectionPool,
                         pairs: Sequence[tuple[str, str]]) -> list[list[Untold]]:
     """For each ``(player, round)`` of ``pairs``, its scored guesses not stamped told yet, in
     the order they were charged: one statement for all the pairs (``guesses_round_player``)."""
-    async with transaction(pool) as conn:
+    async with transaction(pool, pipelined=True) as conn:
         cur = await conn.execute(
             "SELECT n.i, g.id, g.emojis, g.score"
             " FROM unnest(%b::text[], %b::text[]) WITH ORDINALITY AS n(p, r, i)"
