@@ -187,13 +187,14 @@ async def _unpaced(services: Services, rid: str, players: list[str], opts: Bench
     assert rnd is not None
     emoji_set = default_set(rnd.emoji_set)
     assert emoji_set is not None
+    emojis = emoji_set.emojis
     gate = asyncio.Semaphore(opts.in_flight)
     refused: dict[str, int] = {}
 
     async def player(pid: str) -> None:
         rng = random.Random(f"{pid}:{rid}")
         for _ in range(opts.max_guesses):
-            guess = [rng.choice(emoji_set.emojis) for _ in range(6)]
+            guess = rng.choices(emojis, k=6)
             async with gate:
                 out = await submit(services, rid, pid, guess, rnd=rnd)
             if isinstance(out, Admitted):
