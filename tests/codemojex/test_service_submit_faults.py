@@ -30,7 +30,8 @@ class _Conn(psycopg.AsyncConnection[Any]):
     wrote_guess = False
 
     async def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(query, str) and query.startswith("INSERT INTO guesses"):
+        # Any statement that writes guess rows (the charge group's is one WITH ... statement).
+        if isinstance(query, str) and "INSERT INTO guesses" in query:
             self.wrote_guess = True
         return await super().execute(query, *args, **kwargs)
 

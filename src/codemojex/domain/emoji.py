@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from codemojex.domain.errors import ConfigurationError
 
@@ -92,28 +92,28 @@ class EmojiSet:
     id: str
     name: str
     emojis: tuple[str, ...]
+    # canonical key -> the set's spelling: a guess looks up each of its emojis (was a scan
+    # of the set, canonicalising every member: ~60 calls a guess)
+    _spelling: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.id or any(c.isspace() or c in "{}:" for c in self.id):
             raise ConfigurationError(f"bad emoji set id {self.id!r}")
         if len(self.emojis) < 6:
             raise ConfigurationError(f"emoji set {self.id!r} needs at least 6 emojis")
-        seen: set[str] = set()
+        spelling: dict[str, str] = {}
         for e in self.emojis:
             if len(graphemes(e)) != 1 or e.isspace():
                 raise ConfigurationError(f"{e!r} is not exactly one emoji")
             key = canonical(e)
-            if key in seen:
+            if key in spelling:
                 raise ConfigurationError(f"{e!r} appears twice in emoji set {self.id!r}")
-            seen.add(key)
+            spelling[key] = e
+        object.__setattr__(self, "_spelling", spelling)
 
     def lookup(self, emoji: str) -> str | None:
         """The set's own spelling of ``emoji`` (VS16-insensitive), or None if absent."""
-        key = canonical(emoji)
-        for e in self.emojis:
-            if canonical(e) == key:
-                return e
-        return None
+        return self._spelling.get(canonical(emoji))
 
     def __contains__(self, emoji: object) -> bool:
         return isinstance(emoji, str) and self.lookup(emoji) is not None

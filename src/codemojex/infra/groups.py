@@ -47,7 +47,9 @@ class GroupCommit(Generic[I, R]):
         self._waiting.append((item, fut, contextvars.copy_context()))
         if len(self._running) < self.flushes:
             self._running.add(asyncio.create_task(self._drain()))
-        return await asyncio.shield(fut)
+        # No shield needed: ``fut`` is this caller's alone, so a cancel cancels only it (the
+        # flush skips a done future), and a shield costs a second future and a callback per call.
+        return await fut
 
     async def _run(self, items: list[I]) -> Sequence[R]:
         return await self._flush(items)

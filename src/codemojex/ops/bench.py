@@ -26,6 +26,7 @@ The bench's own reads while it waits (one transaction each) are counted and take
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import random
 import secrets
@@ -180,29 +181,36 @@ async def _make_players(pool: AsyncConnectionPool, opts: BenchOptions, tag: str)
 
 async def _unpaced(services: Services, rid: str, players: list[str], opts: BenchOptions,
                    report: BenchReport) -> None:
-    """Every player guesses as fast as it is answered until the round refuses it."""
+    """Every player guesses as fast as it is answered until the round refuses it.
+
+    ``in_flight`` slots serve the players in turn: a slot takes the player waiting longest,
+    submits its next guess, waits for the answer and puts it back at the end of the line
+    (or drops it on a refusal that ends its round). A player has at most one guess in
+    flight, every guess is its own ``submit``; the line is what a semaphore over
+    one task per player did, without a future and a wake-up per guess."""
     from codemojex.service import submit  # the door every guess goes through
 
     rnd = await get_round(services.pool, rid)  # read once, as the bot reads it from its cache
     assert rnd is not None
     emoji_set = default_set(rnd.emoji_set)
     assert emoji_set is not None
-    gate = asyncio.Semaphore(opts.in_flight)
+    emojis = emoji_set.emojis
     refused: dict[str, int] = {}
+    line = collections.deque((pid, random.Random(f"{pid}:{rid}"), [opts.max_guesses]) for pid in players)
 
-    async def player(pid: str) -> None:
-        rng = random.Random(f"{pid}:{rid}")
-        for _ in range(opts.max_guesses):
-            guess = [rng.choice(emoji_set.emojis) for _ in range(6)]
-            async with gate:
-                out = await submit(services, rid, pid, guess, rnd=rnd)
-            if isinstance(out, Admitted):
-                continue
-            refused[out.value] = refused.get(out.value, 0) + 1
-            if out in _STOP:
-                return
+    async def slot() -> None:
+        while line:
+            pid, rng, left = turn = line.popleft()
+            out = await submit(services, rid, pid, rng.choices(emojis, k=6), rnd=rnd)
+            left[0] -= 1
+            if not isinstance(out, Admitted):
+                refused[out.value] = refused.get(out.value, 0) + 1
+                if out in _STOP:
+                    continue
+            if left[0] > 0:
+                line.append(turn)
 
-    await asyncio.gather(*(player(p) for p in players))
+    await asyncio.gather(*(slot() for _ in range(min(opts.in_flight, len(players)))))
     for k, v in refused.items():
         report.refused[k] = report.refused.get(k, 0) + v
 

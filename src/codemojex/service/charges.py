@@ -78,8 +78,12 @@ class Charges:
         return [placed[i] for i in range(len(items))]
 
     async def _round(self, rid: str, items: list[ChargeItem]) -> list[Charge | DatabaseError]:
+        payloads: dict[str, bytes] = {}  # encoded once: the outbox row's and the admission's
+
         def job_of(item: ChargeItem, emojis: Guess) -> outbox.OutboxJob:
-            return outbox_job(self.scores, item.guess_id, GuessJob(rid, item.player, emojis))
+            job = outbox_job(self.scores, item.guess_id, GuessJob(rid, item.player, emojis))
+            payloads[item.guess_id] = job.payload
+            return job
 
         charged: list[tuple[ChargeOutcome, Guess] | DatabaseError]
         try:
@@ -96,7 +100,8 @@ class Charges:
                     charged += await charge_guesses(self.pool, rid, [item], job_of)
                 except DatabaseError as one:
                     charged.append(one)
-        jobs = [(item.guess_id, encode(GuessJob(rid, item.player, c[1])), item.player)
+        jobs = [(item.guess_id, payloads.get(item.guess_id) or encode(GuessJob(rid, item.player, c[1])),
+                 item.player)
                 for item, c in zip(items, charged, strict=True)
                 if not isinstance(c, DatabaseError) and isinstance(c[0], Charged)]
         admitted: set[str] = set()

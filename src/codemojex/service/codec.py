@@ -14,10 +14,11 @@ derived from a branded id keeps its millisecond, so it still sorts by time).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 import echomq
 from codemojex.domain import format_guess
@@ -109,13 +110,19 @@ def encode(value: GuessJob | OpenRound | CloseRound | Note) -> bytes:
         if value.reply_to:
             body["m"] = value.reply_to
     body["v"] = 1
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    # msgspec writes the bytes json.dumps(ensure_ascii=False, separators=(",", ":")) wrote
+    # (compact, UTF-8, keys in insertion order) in ~0.3 µs instead of ~6: one per guess.
+    return _ENCODER.encode(body)
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
 
 
 def _load(data: bytes, kind: str | Sequence[str]) -> dict[str, Any]:
     try:
-        body = json.loads(data)
-    except (ValueError, TypeError) as exc:
+        body = _DECODER.decode(data)
+    except (msgspec.DecodeError, ValueError, TypeError) as exc:
         raise BadPayload(f"not JSON: {exc}") from None
     kinds = (kind,) if isinstance(kind, str) else tuple(kind)
     if not isinstance(body, dict) or body.get("v") != 1 or body.get("t") not in kinds:

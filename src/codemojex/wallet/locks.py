@@ -79,7 +79,7 @@ async def lock(
     if wanted:
         # ORDER BY below the row-locking step: rows are locked in id order.
         cur = await conn.execute(
-            "SELECT id, balance FROM players WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+            "SELECT id, balance FROM players WHERE id = ANY(%b::text[]) ORDER BY id FOR NO KEY UPDATE",
             (wanted,),
         )
         balances = {str(i): int(b) for i, b in await cur.fetchall()}

@@ -220,18 +220,30 @@ async def transaction(
     *,
     isolation: Literal["READ COMMITTED", "REPEATABLE READ"] = "READ COMMITTED",
     read_only: bool = False,
+    pipelined: bool = False,
 ) -> AsyncIterator[Conn]:
     """One transaction on a pooled connection, its isolation level set explicitly
     (``BEGIN ISOLATION LEVEL …``: no extra round trip), restored to the server's
     defaults before the connection goes back to the pool.
+
+    ``pipelined``: the transaction runs inside psycopg's pipeline mode, entered before
+    ``BEGIN``, so ``BEGIN`` goes out with the first statements and ``COMMIT`` with the
+    last ones: a round trip only where the caller reads a result (a batch of reads, then
+    its writes and the commit: two, where ``BEGIN`` and ``COMMIT`` alone cost two more).
+    An error of a statement or of the ``COMMIT`` is raised when the pipeline syncs, at the
+    latest on leaving this block; the transaction is rolled back, as without a pipeline.
 
     The checkout waits no longer than the enclosing retry's deadline."""
     async with pool.connection(timeout=_checkout_timeout(pool)) as conn:
         await conn.set_isolation_level(_LEVELS[isolation])  # idle: stored, sent with BEGIN
         await conn.set_read_only(read_only or None)
         try:
-            async with conn.transaction():
-                yield conn
+            if pipelined:
+                async with conn.pipeline(), conn.transaction():
+                    yield conn
+            else:
+                async with conn.transaction():
+                    yield conn
         finally:
             with contextlib.suppress(psycopg.Error):  # a broken connection is discarded anyway
                 await conn.set_isolation_level(None)

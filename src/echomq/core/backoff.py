@@ -42,15 +42,22 @@ class BackoffDelays:
         self.first_s, self.cap_s, self.factor, self.jitter = first_s, cap_s, factor, jitter
         self.step = first_s
         # Jitter from a generator of its own: a library never draws from (or perturbs) the
-        # process-wide `random` state its users and their test tools rely on.
-        self._rng = rng or random.Random()
+        # process-wide `random` state its users and their test tools rely on. Made on the
+        # first jittered draw: seeding one reads 2.5 kB of os.urandom, and most loops (a
+        # consumer's finishing write per job) never wait at all.
+        self._rng = rng
 
     def __iter__(self) -> BackoffDelays:
         return self
 
     def __next__(self) -> float:
         low, high = self.jitter
-        pause = self.step * (low if low == high else self._rng.uniform(low, high))
+        if low == high:
+            pause = self.step * low
+        else:
+            if self._rng is None:
+                self._rng = random.Random()
+            pause = self.step * self._rng.uniform(low, high)
         self.step = min(self.step * self.factor, self.cap_s)
         return pause
 

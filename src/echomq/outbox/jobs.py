@@ -12,10 +12,11 @@ relay after the commit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from echomq import protocol as p
 from echomq.core.errors import InvalidArgument, InvalidJobId
@@ -83,7 +84,9 @@ class OutboxJob:
         return out
 
     def options_json(self) -> str:
-        return json.dumps(self.options(), separators=(",", ":"), sort_keys=True)
+        # Compact, keys sorted, UTF-8 (the column is jsonb: only the value counts); msgspec
+        # takes ~0.6 µs where json.dumps(sort_keys=True) took ~6, once per row written.
+        return _OPTIONS_JSON.encode(self.options()).decode()
 
     @classmethod
     def from_row(cls, queue: str, payload: bytes, options: Mapping[str, Any] | None,
@@ -102,3 +105,6 @@ def job_id_of(namespace: str, row_id: int, created_ms: int) -> str:
     refuses the second as a duplicate. Its time part is the row's insert time (ms), so the
     ids sort with ``generate()`` ids by time and a search by admission time finds them."""
     return derive_id("JOB", str(row_id), namespace=namespace, at_ms=max(0, created_ms))
+
+
+_OPTIONS_JSON = msgspec.json.Encoder(order="sorted")
