@@ -103,8 +103,10 @@ async def _charged(data: DataDir) -> int:
     return int(row[0]) if row else 0
 
 
-async def _kill_9_mid_round(data: DataDir, args: list[str], log: Path) -> None:
-    """Start ``codemojex play *args`` and kill -9 it once round 1 has a charged guess."""
+async def _kill_9_mid_round(data: DataDir, args: list[str], log: Path) -> int:
+    """Start ``codemojex play *args`` and kill -9 it once round 1 has a charged guess; the
+    pid of its PostgreSQL, read just before the kill (once its owner is gone the server may
+    stop at once and remove its pid file)."""
     with log.open("wb") as sink:
         proc = await asyncio.create_subprocess_exec(CODEMOJEX, "play", *args, cwd=ROOT, env=_env(),
                                                     stdout=sink, stderr=sink)
@@ -115,22 +117,23 @@ async def _kill_9_mid_round(data: DataDir, args: list[str], log: Path) -> None:
             assert proc.returncode is None, f"play ended before the kill: {tail}"
             assert time.monotonic() < deadline, "round 1 never got guesses"
             await asyncio.sleep(0.1)
+        pg_pid = int((data.pg_dir / "postmaster.pid").read_text().split()[0])
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGKILL)
         await proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    return pg_pid
 
 
 async def test_kill_9_mid_round_then_resume_settles_every_round(tmp_path: Path) -> None:
     data = DataDir(tmp_path / "data")
     args = ["--players", "20", "--guesses", "2", "--rounds", "2", "--round-seconds", "6",
             "--data", str(data.path)]
-    await _kill_9_mid_round(data, args, tmp_path / "first.log")
+    pg_pid = await _kill_9_mid_round(data, args, tmp_path / "first.log")
     state = data.load()
     assert state["game"]["finished"] is False
     valkey_pid = state["servers"]["valkey"]["pid"]
-    pg_pid = int((data.pg_dir / "postmaster.pid").read_text().split()[0])
     # The embedded servers are asked to stop when their owner dies (Valkey by
     # PR_SET_PDEATHSIG, see echomq.servers.server; PostgreSQL by the owner watch, see
     # codemojex.infra.pg); each may still be shutting down here, or gone. One still running
