@@ -63,6 +63,18 @@ class CallgrindValkey:
         assert m, text[:500]
         return int(m.group(1).replace(",", ""))
 
+    def annotate(self, top: int, per: int) -> str:
+        """The ``top`` functions of the newest dump by inclusive instructions, per ``per`` jobs."""
+        dump = sorted(glob.glob(self.out + "*"), key=os.path.getmtime)[-1]
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
+                              capture_output=True, text=True).stdout
+        rows = []
+        for line in text.splitlines():
+            m = re.match(r"\s*([\d,]+) \([\s\d.]+%\)\s+(\S.*)$", line)
+            if m and "PROGRAM TOTALS" not in line:
+                rows.append(f"{int(m.group(1).replace(',', '')) / per:>10,.0f}  {m.group(2)[:110]}")
+        return "\n".join(rows[:top])
+
     def __enter__(self) -> CallgrindValkey:
         return self
 

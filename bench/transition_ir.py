@@ -18,6 +18,13 @@ price one line (replace a ``redis.call`` by nothing and compare).
 batch, then claim the next, so the active set stays as small as a consumer keeps it (a
 listpack below 128 leases, not the skiplist of 2,048 the two phases build); it prints one
 figure, claim + complete per job, with the counters zeroed once around all of it.
+
+``--overlap`` runs the flushes as a consumer with two in flight sends them (decision 0052):
+flush k completes the leases of flush k-2, claims BATCH of the first ``--trim`` ids of the
+peek flush k-2 took (so the first BATCH of them were leased by flush k-1: the claim
+re-checks and skips them), then peeks WINDOW ids with the ``peek`` script; one figure,
+complete + claim + peek per job. ``--annotate N`` prints the N functions with the most
+inclusive instructions per job of the interleaved or overlapped run (``callgrind_annotate``).
 An older package (``PYTHONPATH`` at a ``git archive`` of e.g. 4972e94, before the
 protocol/ layout) is driven through its own call builders (``builders``).
 """
@@ -90,6 +97,9 @@ def main() -> None:
                     help="what the jobs use (admitted with admit_many's options; rate: a queue rate limit)")
     ap.add_argument("--interleave", action="store_true",
                     help="complete each batch before the next claim (the active set stays small)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="two flushes in flight: complete, claim from the peek of two flushes back, peek")
+    ap.add_argument("--annotate", type=int, default=0, help="print the top N functions (inclusive Ir/job)")
     a = ap.parse_args()
     b, n = a.batch, a.jobs
     srv = CallgrindValkey("transition_ir")
@@ -138,9 +148,35 @@ def main() -> None:
             _, keys, args = build_finish(batch, 3_600_000)
             return len(r.evalsha(finish, len(keys), *keys, *args))
 
+        def peek_call() -> tuple[str, list[Any], list[Any]]:
+            c = p.peek(q.k, "pending", start=0, count=a.window)
+            return c.script.source, list(c.keys), list(c.args)
+
         leases: list[Lease] = []
         res = {}
-        if a.interleave:  # as a consumer's flushes: complete the last batch, then claim the next
+        if a.overlap:  # two flushes in flight (decision 0052): flush k claims from flush k-2's peek
+            peek_src, peek_keys, peek_args = peek_call()
+            peek = r.script_load(peek_src)
+
+            def flush(done: list[Lease], cands: list[bytes]) -> tuple[list[Lease], list[bytes], int]:
+                got = complete(done) if done else 0
+                _, keys, args = build_claim(cands[: a.trim], b, 600_000)
+                leased = list(decode_leases("q", r.evalsha(claim, len(keys), *keys, *args)))
+                return leased, r.evalsha(peek, len(peek_keys), *peek_keys, *peek_args), got
+            time.sleep(0.3)
+            first = r.zrange(pending, 0, a.window - 1)
+            l0, p0, _ = flush([], first)  # the two flushes before the steady state, not counted
+            l1, p1, _ = flush([], first)
+            ctl("-z")
+            jobs = 0
+            for _ in range(n // b - 4):
+                got, nxt, done = flush(l0, p0)
+                jobs += done
+                l0, p0, l1, p1 = l1, p1, got, nxt
+            ctl("-d")
+            time.sleep(0.5)
+            res["claim"], res["complete"] = total() / jobs, 0.0
+        elif a.interleave:  # as a consumer's flushes: complete the last batch, then claim the next
             time.sleep(0.3)
             ctl("-z")
             jobs, last = 0, []
@@ -151,7 +187,9 @@ def main() -> None:
             ctl("-d")
             time.sleep(0.5)
             res["claim"], res["complete"] = total() / jobs, 0.0
-        for phase in () if a.interleave else ("claim", "complete"):
+        if a.annotate and (a.interleave or a.overlap):
+            print(srv.annotate(a.annotate, jobs))
+        for phase in () if a.interleave or a.overlap else ("claim", "complete"):
             time.sleep(0.3)
             ctl("-z")
             jobs = 0
@@ -166,8 +204,9 @@ def main() -> None:
             ctl("-d")
             time.sleep(0.5)
             res[phase] = total() / jobs if jobs else 0.0
-        if a.interleave:
-            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} {a.feature} interleaved: "
+        if a.interleave or a.overlap:
+            how = "overlapped (complete + claim + peek)" if a.overlap else "interleaved"
+            print(f"batch {b} window {a.window} trim {a.trim} jobs {n} {a.feature} {how}: "
                   f"claim + complete {res['claim']:,.0f} Ir/job")
         else:
             print(f"batch {b} window {a.window} trim {a.trim} jobs {n}: claim {res['claim']:,.0f} Ir/job, "
