@@ -107,8 +107,14 @@ class AsyncClusterConnector:
     async def aclose(self) -> None:
         with self._nodes_lock:
             nodes, self._nodes = list(self._nodes.values()), {}
-        for node in nodes:
-            await node.aclose()
+        failed: BaseException | None = None
+        for node in nodes:  # every node's connections, whatever one of them raised
+            try:
+                await node.aclose()
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     async def __aenter__(self) -> AsyncClusterConnector:
         return self

@@ -107,8 +107,14 @@ class ClusterConnector:
     def close(self) -> None:
         with self._nodes_lock:
             nodes, self._nodes = list(self._nodes.values()), {}
-        for node in nodes:
-            node.close()
+        failed: BaseException | None = None
+        for node in nodes:  # every node's connections, whatever one of them raised
+            try:
+                node.close()
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> ClusterConnector:
         return self
