@@ -52,8 +52,11 @@ from echomq.protocol.scripts import bundle
 __all__ = ["ROLES", "acl_rules", "script_commands", "setuser"]
 
 # ``redis.call('X'`` and, where a script keeps ``redis.call`` in a local named ``call``
-# (claim.lua does, for speed), ``call('X'``: every command a script can run.
-_CALL = re.compile(r"\b(?:redis\.)?p?call\(\s*'([A-Za-z]+)'")
+# (claim.lua does, for speed), ``call('X'``: every command a script can run; for a command
+# in _BY_SUBCOMMAND only the subcommand named next is granted (``OBJECT ENCODING``: the
+# claim's check of the active set's encoding, decision 0054).
+_CALL = re.compile(r"\b(?:redis\.)?p?call\(\s*'([A-Za-z]+)'(?:\s*,\s*'([A-Za-z]+)')?")
+_BY_SUBCOMMAND = frozenset({"object"})
 
 # Sent by every role: the connection handshake, scripts, the server clock, cluster routing.
 _BASE = ("hello", "ping", "client|setinfo", "script|load", "time", "cluster|slots", "asking",
@@ -87,7 +90,9 @@ ROLES = tuple(_PLAN)
 @cache
 def script_commands(name: str) -> frozenset[str]:
     """The commands the script ``name`` (includes expanded) runs, lower case."""
-    return frozenset(c.lower() for c in _CALL.findall(bundle()[name].source))
+    found = _CALL.findall(bundle()[name].source)
+    return frozenset(f"{c.lower()}|{sub.lower()}" if c.lower() in _BY_SUBCOMMAND else c.lower()
+                     for c, sub in found)
 
 
 def acl_rules(role: str, queues: Iterable[str] | None = None) -> list[str]:

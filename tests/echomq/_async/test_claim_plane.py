@@ -38,6 +38,30 @@ async def test_claim_takes_in_admission_order(queue: AsyncQueue) -> None:
     assert got == ids
 
 
+async def test_a_batch_of_leases_turns_active_into_a_skiplist_holding_only_them(
+        queue: AsyncQueue, raw: redis.Redis) -> None:
+    """Decision 0054: a set that holds leases converts when a claim adds 16, a new one when
+    it adds 32; the member that converts it is gone in the same step."""
+    active = f"emq:{{{queue.name}}}:active"
+    ids = [jid() for _ in range(80)]
+    await queue.enqueue_many([(i, b"") for i in ids])
+    got = await queue.claim(16, lease_ms=5000)  # a new set: 16 is below 32, a listpack
+    assert raw.object("encoding", active) == b"listpack"
+    got += await queue.claim(15, lease_ms=5000)  # 15 more: below 16, still a listpack
+    assert raw.object("encoding", active) == b"listpack"
+    got += await queue.claim(16, lease_ms=5000)  # 16 onto a set that holds leases
+    assert raw.object("encoding", active) == b"skiplist"
+    assert sorted(raw.zrange(active, 0, -1)) == sorted(x.id.encode() for x in got)
+    assert [raw.zscore(active, x.id) for x in got] == [x.deadline_ms for x in got]
+    await queue.complete_many(got)
+    assert raw.exists(active) == 0
+    got = await queue.claim(33, lease_ms=5000)  # a new set: 33 >= 32
+    assert raw.object("encoding", active) == b"skiplist"
+    assert sorted(raw.zrange(active, 0, -1)) == sorted(x.id.encode() for x in got)
+    assert [x.id for x in got] == ids[47:80]
+    assert_consistent(raw, queue.name)
+
+
 async def test_complete_is_fenced_and_keeps_the_row(queue: AsyncQueue, raw: redis.Redis) -> None:
     a = jid()
     await queue.enqueue(a, b"x")

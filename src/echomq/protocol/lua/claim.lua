@@ -68,7 +68,16 @@ local function flush() -- the leases so far: off pending, onto active (<= 512 me
   if #active > 0 then -- the last leased first: in a listpack (< 128 leases) each id then
     local add = {}    -- lands before the equal deadlines just added, not after a walk past them
     for x = #active, 1, -1 do add[#add + 1], add[#add + 2] = due, active[x] end
+    -- Leases go to a skiplist (decision 0054): a listpack walks every earlier lease, reading
+    -- its score, to append each new one. A set that already holds leases converts once this
+    -- call adds 16, a new one once it adds 32 (a set a small batch empties each time stays a
+    -- listpack). A member longer than zset-max-listpack-value (and than any id) makes ZADD
+    -- convert it; it is removed in this step, and the set stays a skiplist until empty.
+    local enc = #active >= 16 and (call('OBJECT', 'ENCODING', KEYS[2]) or 'new')
+    local wide = (enc == 'listpack' or (enc == 'new' and #active >= 32)) and string.rep('~', 1024)
+    if wide then add[#add + 1], add[#add + 2] = 0, wide end
     call('ZADD', KEYS[2], unpack(add))
+    if wide then call('ZREM', KEYS[2], wide) end
     active = {}
   end
 end
