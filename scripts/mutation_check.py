@@ -286,7 +286,7 @@ MUTANTS: list[Mutant] = [
            "score = lane and tonumber(redis.call('HGET', meta, 'vtime') or '0') or 0",
            "a requeued, retried or promoted plain job back at 0"),
     Mutant("enqueue: a plain job scores 0", "enqueue.lua",
-           "redis.call('HGET', KEYS[4], 'vtime') or '0'", "0", "the old rule on admission"),
+           "meta[2] or '0'", "0", "the old rule on admission"),
     Mutant("enqueue_batch: plain jobs score 0", "enqueue_batch.lua",
            "local tag = redis.call('HGET', KEYS[3], 'vtime') or '0'", "local tag = '0'",
            "the old rule on batch admission", probes=("batch_plain_job_is_tagged_on_vtime",)),

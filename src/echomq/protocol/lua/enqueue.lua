@@ -36,7 +36,7 @@ local bad = shape({'job:' .. ARGV[1], 'pending', 'wake', 'meta', 'parked', 'acti
 if bad then return bad end
 local tok = ARGV[3]
 if #tok > 32 then return redis.error_reply('EMQARG token must be at most 32 bytes') end
-local refused, known = fence(KEYS[4])
+local refused, known, meta = fence(KEYS[4], 'vtime')
 if refused then return refused end
 if redis.call('EXISTS', KEYS[1]) == 1 then -- a duplicate, or this call's own resend
   return (tok ~= '' and redis.call('HGET', KEYS[1], 'tok') == tok) and 1 or 0
@@ -47,7 +47,7 @@ if empty and handoff(KEYS[5], KEYS[6], KEYS[1], KEYS[3], ARGV[1], ARGV[2], KEYS[
   return 1
 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2], 'tok', tok)
-redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[4], 'vtime') or '0', ARGV[1]) -- threshold: a plain job's tag is vtime
+redis.call('ZADD', KEYS[2], meta[2] or '0', ARGV[1]) -- threshold: a plain job's tag is vtime
 if empty then
   redis.call('SPUBLISH', KEYS[3], ARGV[1]) -- the id: a claim candidate for the woken
 end
