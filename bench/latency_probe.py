@@ -157,7 +157,7 @@ def install_trace(stamps: dict[str, dict[str, float]]) -> None:
     AsyncQueue.wake_subscription = wake_subscription  # type: ignore[method-assign]
 
 
-async def worker(url: str, trace: bool) -> None:
+async def worker(url: str, trace: bool, async_handler: bool = False) -> None:
     from echomq import AsyncConnector, AsyncQueue
     from echomq.runtime.consumer import Consumer
 
@@ -174,7 +174,11 @@ async def worker(url: str, trace: bool) -> None:
             s["handler"], s["id"] = t, lease.id  # type: ignore[assignment]
             raw.rpush("bench:lat:trace", json.dumps(s))
 
-    consumer = Consumer(AsyncQueue(AsyncConnector.from_url(url), "bench"), handler)
+    async def on_loop(lease: Any) -> None:  # --async-handler: no thread hop
+        handler(lease)
+
+    consumer = Consumer(AsyncQueue(AsyncConnector.from_url(url), "bench"),
+                        on_loop if async_handler else handler)
     loop = asyncio.get_running_loop()
     import signal
     loop.add_signal_handler(signal.SIGTERM, consumer.stop)
@@ -182,8 +186,12 @@ async def worker(url: str, trace: bool) -> None:
 
 
 # ------------------------------------------------------------------ the driver
+ASYNC_HANDLER = False  # --async-handler: the worker's handler is a coroutine function
+
+
 def start_worker(url: str, trace: bool, pin: bool) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, SELF, "--worker", url] + (["--trace"] if trace else [])
+    cmd = [sys.executable, SELF, "--worker", url] + (["--trace"] if trace else []) + (
+        ["--async-handler"] if ASYNC_HANDLER else [])
     return subprocess.Popen(["taskset", "-c", "1", *cmd] if pin else cmd, cwd=HERE)
 
 
@@ -404,9 +412,14 @@ def main() -> None:
                     help="also measure the machine's floor (raw sockets) before each run")
     ap.add_argument("--script-floor", action="store_true",
                     help="also the floor with the real enqueue and park scripts (raw sockets)")
+    ap.add_argument("--async-handler", action="store_true",
+                    help="the worker's handler is an async def (runs on its loop: no thread "
+                         "hand-off); the default is a plain function, as the bench's")
     a = ap.parse_args()
+    global ASYNC_HANDLER
+    ASYNC_HANDLER = a.async_handler
     if a.worker:
-        asyncio.run(worker(a.worker, a.trace))
+        asyncio.run(worker(a.worker, a.trace, a.async_handler))
         return
     from echomq.servers.server import EmbeddedValkey
 

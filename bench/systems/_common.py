@@ -76,7 +76,10 @@ class Phase:
 
 def worker(cmd: list[str]) -> subprocess.Popen[bytes]:
     """Start a worker process in its own session (so its own children stop with it)."""
-    env = dict(os.environ, BENCH_URL=URL, PYTHONPATH=HERE)
+    # The caller's PYTHONPATH stays after this folder: an A/B run that points it at another
+    # tree's src (git archive) drives that tree's package in the worker too.
+    path = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, BENCH_URL=URL, PYTHONPATH=path)
     return subprocess.Popen(cmd, cwd=HERE, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(HERE, "..", ".peers",
                             "worker.log"), "ab"))
