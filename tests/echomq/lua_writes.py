@@ -34,7 +34,8 @@ STORES = ("HSET", "HSETNX", "HMSET", "ZADD", "ZINCRBY", "SET", "SETNX", "SETEX",
 WRITES = (*STORES, "DEL", "UNLINK", "HDEL", "ZREM", "ZREMRANGEBYSCORE", "SREM", "LTRIM",
           "LPOP", "RPOP", "EXPIRE", "PEXPIRE", "SPUBLISH", "PUBLISH", "INCR")
 ID_NAMES = {"id", "ids"}
-ID_EXPRS = {("complete_batch", "3 * i")}  # the id of each (id, attempt, result) triple
+ID_EXPRS = {("complete_batch", "3 * i"),  # the id of each (id, attempt, result) triple
+            ("heartbeat_batch", "2 * i")}  # the id of each (id, attempt) pair
 EXISTING = {("flow_parent", "3")}
 """Values written only where the script first found them already stored: flow_parent's
 ``child`` names a field ``c:<child>`` it writes only when ``HGET`` finds it '' (flow_admit

@@ -45,7 +45,8 @@ from tests.echomq.invariants import assert_consistent
 # add jobs: deny-oom, back-pressure (flow_hold/flow_admit: a flow's held children, waiting parent)
 ADMISSION = {"admit", "enqueue", "enqueue_batch", "schedule", "flow_hold", "flow_admit",
              "throttle", "debounce"}  # admission with a dedupe window (issue 28 item 2)
-DRAINS = {"claim", "heartbeat", "complete", "complete_batch", "retry", "reap", "promote",
+DRAINS = {"claim", "heartbeat", "heartbeat_batch", "complete", "complete_batch", "retry", "reap",
+          "promote",
           "expire",  # ends waiting jobs past their deadline (decision 0045): frees nothing, adds none
           "purge", "requeue", "cancel", "fence",  # move or remove jobs (or record the version once)
           "worker_beat",  # one bounded entry per live worker: a worker stays visible at the limit
@@ -170,11 +171,12 @@ async def test_every_drain_runs_at_the_limit_and_admission_is_refused(
         with pytest.raises(EchoMQError) as refused:
             await admission
         assert _is_oom(refused.value)
-    # Every draining transition runs: claim, heartbeat, complete (one and a batch), retry,
+    # Every draining transition runs: claim, heartbeat and complete (one and a batch), retry,
     # defer, promote, reap, requeue, purge and retention; the version fence answers.
     leases = await q.claim(6, lease_ms=60_000)
     assert len(leases) == 6
     assert await q.heartbeat(leases[0], lease_ms=60_000) is not None
+    assert None not in await q.heartbeat_many(leases[:3], lease_ms=60_000)  # heartbeat_batch
     assert await q.complete(leases[0], b"r") is Completion.COMPLETED
     assert await q.complete_many(leases[1:3]) == [Completion.COMPLETED] * 2
     row = raw.hgetall(q.job_key(leases[0].id))

@@ -69,8 +69,9 @@ _PLAN: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
                   "throttle", "debounce",  # dedupe windows (issue 28 item 2)
                   "reserve"),  # a sharded queue's laned admission (decision 0040); results:
                  ("wait", "ssubscribe", "sunsubscribe"), True),  # the row, the finished channel
-    "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat", "retry",
-                "promote", "reap", "expire", "purge", "worker_beat", "stats", "pending_size", "progress",
+    "worker": (("fence", "peek", "claim", "park", "complete", "complete_batch", "heartbeat",
+                "heartbeat_batch", "retry", "promote", "reap", "expire", "purge", "worker_beat",
+                "stats", "pending_size", "progress",
                 "schedule", "admit", "row", "trace_attach",  # admit: a schedule's tick admits its job
                 "flow_parent", "flow_child", "flow_start",  # flow relay, repair (decision 0038)
                 "reserve"),  # a schedule's tick onto a sharded queue (decision 0040)

@@ -11,6 +11,7 @@ from echomq.core.errors import InvalidArgument, InvalidPayload, PayloadTooLarge
 __all__ = [
     "MAX_ABOUT",
     "MAX_ATTEMPTS",
+    "MAX_BEATS",
     "MAX_BEAT_MS",
     "MAX_COUNT",
     "MAX_DEDUPE_KEY",
@@ -45,6 +46,10 @@ MAX_DEDUPE_MS = 31 * DAY_MS
 MAX_DEDUPE_KEY = 200
 MAX_BEAT_MS = 3_600_000
 MAX_ATTEMPTS = 10_000
+# Leases one heartbeat_batch call extends (the script refuses more: EMQARG): a consumer's
+# beat of more leases sends one call per 256, each short (the server runs nothing else
+# meanwhile; complete_batch's slices are the same size) and its unpack bounded.
+MAX_BEATS = 256
 MAX_PAGE = 10_000
 MAX_COUNT = 10_000
 MAX_WINDOW = 2 * MAX_COUNT + 64

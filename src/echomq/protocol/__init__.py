@@ -20,6 +20,8 @@ argument           range                        why
 ``keep_ms``        0 .. 31,622,400,000 (366 d)  retention of done/dead rows
 ``limit``          0 .. 10,000                  a page; 0 is an empty page, never "all"
 ``count``          0 .. 10,000                  jobs one claim may lease
+leases a call      1 .. 256 (``MAX_BEATS``)     one ``heartbeat_batch``; ``heartbeat_many``
+                                                sends one call per 256
 ``offset``         0 .. 2**53                   a position in a state's set
 lane               1 .. 256 characters (str)    ``None`` for no lane
 =================  ===========================  ======================================
@@ -34,6 +36,7 @@ from __future__ import annotations
 from echomq.core.bounds import (
     MAX_ATTEMPTS,
     MAX_BEAT_MS,
+    MAX_BEATS,
     MAX_COUNT,
     MAX_DELAY_MS,
     MAX_KEEP_MS,
@@ -59,6 +62,7 @@ from echomq.protocol.calls import (
     expire,
     fence,
     heartbeat,
+    heartbeat_batch,
     layout,
     limits,
     pause,
@@ -92,6 +96,7 @@ from echomq.protocol.decoders import (
     decode_completions,
     decode_count,
     decode_deadline,
+    decode_deadlines,
     decode_deduped,
     decode_expire,
     decode_ids,
@@ -113,6 +118,7 @@ __all__ = [
     "BATCH",
     "ERROR_CODES",
     "MAX_ATTEMPTS",
+    "MAX_BEATS",
     "MAX_BEAT_MS",
     "MAX_COUNT",
     "MAX_DELAY_MS",
@@ -151,6 +157,7 @@ __all__ = [
     "decode_completions",
     "decode_count",
     "decode_deadline",
+    "decode_deadlines",
     "decode_deduped",
     "decode_expire",
     "decode_ids",
@@ -171,6 +178,7 @@ __all__ = [
     "expire",
     "fence",
     "heartbeat",
+    "heartbeat_batch",
     "layout",
     "limits",
     "pause",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.core.bounds import MAX_PROGRESS
+from echomq.core.bounds import MAX_BEATS, MAX_PROGRESS
 from echomq.core.errors import InvalidArgument, ScriptContractError
 from echomq.core.model import Lease
 from echomq.protocol.decoders import text
@@ -36,6 +36,7 @@ __all__ = [
     "expire",
     "fence",
     "heartbeat",
+    "heartbeat_batch",
     "layout",
     "limits",
     "pause",
@@ -230,6 +231,22 @@ _HEARTBEAT = layout("heartbeat", ("active", "job", "meta"), ("id", "attempt", "l
 
 def heartbeat(k: QueueKeys, lease: Lease, *, lease_ms: int) -> Call:
     return Call(_HEARTBEAT, [k.active, k.job(lease.id), k.meta], [lease.id, lease.attempt, lease_ms])
+
+
+_HEARTBEAT_BATCH = layout("heartbeat_batch", ("active", "meta", "jobs"), ("lease_ms", "leases"))
+
+
+def heartbeat_batch(k: QueueKeys, leases: Sequence[Lease], *, lease_ms: int) -> Call:
+    """One ``heartbeat_batch`` call extending 1..MAX_BEATS ``leases`` of the queue of ``k``
+    (each lease's job key in KEYS, its id and attempt in ARGV, in order)."""
+    if not 1 <= len(leases) <= MAX_BEATS:
+        raise InvalidArgument(f"a heartbeat_batch call extends 1..{MAX_BEATS} leases, not {len(leases)}")
+    keys: list[str | bytes] = [k.active, k.meta]
+    args: list[str | bytes | int] = [lease_ms]
+    for lease in leases:
+        keys.append(k.job(lease.id))  # refuses a malformed id before any I/O
+        args += (lease.id, lease.attempt)
+    return Call(_HEARTBEAT_BATCH, keys, args)
 
 
 _PROGRESS = layout("progress", ("active", "job", "meta"), ("id", "attempt", "progress"))

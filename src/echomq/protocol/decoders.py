@@ -25,6 +25,7 @@ __all__ = [
     "decode_completions",
     "decode_count",
     "decode_deadline",
+    "decode_deadlines",
     "decode_deduped",
     "decode_expire",
     "decode_ids",
@@ -167,6 +168,15 @@ def decode_deadline(reply: Any) -> Deadline | None:
     lease was extended and a cancel was asked for (the ``heartbeat`` script's contract)."""
     n = int(_raise_if_error(reply))
     return Deadline(abs(n), n < 0) if n else None
+
+
+def decode_deadlines(replies: Sequence[Any]) -> list[Deadline | None]:
+    """heartbeat_batch replies flattened into one deadline (or None: lost) per lease, in
+    order, each decoded as :func:`decode_deadline` decodes a heartbeat's (errors raised)."""
+    out: list[Deadline | None] = []
+    for reply in replies:
+        out += [decode_deadline(r) for r in _raise_if_error(reply)]
+    return out
 
 
 def decode_retry(reply: Any) -> RetryOutcome:
