@@ -172,7 +172,7 @@ async def test_every_script_touches_only_its_declared_keys(conn: AsyncConnector,
     await q.set_limits(rate=RateLimit(100, 1000), lane_rate=RateLimit(2, 1000))
     await q.heartbeat(a, lease_ms=60_000)
     await q.report_progress(a, b"half")
-    await q.heartbeat_many([b], lease_ms=60_000)
+    await q.heartbeat_many([b, c1], lease_ms=60_000)  # heartbeat_batch
     await q.complete(a, b"r")
     await q.complete_many([b])
     await q.settle([(c1, b"")], count=1, lease_ms=60_000, candidates=[], window=3)

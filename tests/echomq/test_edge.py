@@ -10,6 +10,7 @@ fails the test.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import socket
 from collections.abc import Callable
@@ -70,7 +71,11 @@ BAD: dict[str, list[Case]] = {
               lambda q, x: q.claim(10**6, lease_ms=10), lambda q, x: q.claim(5, lease_ms=9, window=0)],
     "heartbeat": [lambda q, x: q.heartbeat(x, lease_ms=0), lambda q, x: q.heartbeat(x, lease_ms=2**40),
                   lambda q, x: q.heartbeat(object(), lease_ms=100)],
-    "heartbeat_many": [lambda q, x: q.heartbeat_many([x], lease_ms=0)],
+    "heartbeat_many": [lambda q, x: q.heartbeat_many([x], lease_ms=0),
+                       lambda q, x: q.heartbeat_many([x, object()], lease_ms=100),
+                       lambda q, x: q.heartbeat_many([x, _lease(q.name, "other")], lease_ms=100),
+                       lambda q, x: q.heartbeat_many([x, dataclasses.replace(x, id="nope")],
+                                                     lease_ms=100)],
     "complete": [lambda q, x: q.complete(x, "text"),
                  lambda q, x: q.complete(_lease(q.name, "other"))],
     "complete_many": [lambda q, x: q.complete_many([x], [b"a", b"b"]),

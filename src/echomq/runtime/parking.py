@@ -26,8 +26,9 @@ __all__ = ["Parking"]
 
 
 REPARK_S = 0.005  # after a hand-off, park again by then if the job has not finished
-# What an idle consumer's first jobs run: parking, the peek, a claim, the finish, a beat.
-FIRST_SCRIPTS = ("park", "peek", "claim", "complete_batch", "heartbeat")
+# What an idle consumer's first jobs run: parking, the peek, a claim, the finish, a beat (of
+# one lease, or of several: decision 0055).
+FIRST_SCRIPTS = ("park", "peek", "claim", "complete_batch", "heartbeat", "heartbeat_batch")
 
 
 class Parking:
