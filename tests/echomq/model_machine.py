@@ -68,7 +68,7 @@ EXP_LONG = 2 * LONG  # a deadline no run reaches (more than a LONG delay)
 TICK = 3_600_000  # ms between the model schedule's ticks (an example takes far less)
 CAP = 10  # live jobs per example: small, so jobs go round many times
 LANES = [None, "f", "g", "s"]  # f, g: fair lanes; s: a serial lane
-CALLS = ["heartbeat", "complete", "complete_many", "retry", "defer", "progress"]
+CALLS = ["heartbeat", "heartbeat_many", "complete", "complete_many", "retry", "defer", "progress"]
 _names = itertools.count()
 
 REACH = frozenset({
@@ -83,6 +83,8 @@ REACH = frozenset({
     # the fences
     "expired lease refused", "other attempt's token refused", "forged token refused",
     "expired lease requeued", "version fence refused",
+    # a consumer's beat (heartbeat_batch, decision 0055): leases kept and lost in one call
+    "heartbeat batch extended", "heartbeat batch lost",
     # handler timeouts and schedules
     "handler timeout handed back", "job's own timeout handed back", "schedule ticks admitted",
     "schedule ticks below the mark refused", "schedule tick not due refused",
@@ -532,10 +534,42 @@ class QueueMachine(RuleBasedStateMachine):
             self.wait_past(got)
             job.expired = True
 
+    @op(2, when=lambda self: self.leases, data=st.data(), short=st.booleans())
+    def heartbeat_many(self, data: st.DataObject, short: bool) -> None:
+        """A consumer's beat (heartbeat_batch, decision 0055): up to 8 of the leases seen,
+        live, expired, of another attempt, finished or asked to stop, a lease given twice
+        too; each answered exactly as ``heartbeat`` answers it alone."""
+        leases = data.draw(st.lists(st.sampled_from(self.leases), min_size=1, max_size=8),
+                           label="leases")
+        lease_ms = SHORT if short else LONG
+        holds = [self.ref.holds(x.id, x.attempt) for x in leases]
+        t0 = self.now()
+        got = self.q.heartbeat_many(leases, lease_ms=lease_ms)
+        t1 = self.now()
+        assert len(got) == len(leases)
+        kept = {}
+        for lease, held, beat in zip(leases, holds, got, strict=True):
+            if not held:
+                assert beat is None, (lease, beat)
+                continue
+            assert beat is not None and t0 + lease_ms <= beat <= t1 + lease_ms, (t0, beat, t1)
+            assert beat.cancel == self.ref.jobs[lease.id].cancel  # the sign tells a stop
+            kept[lease.id] = beat
+        for jid, beat in kept.items():
+            self.ref.jobs[jid].deadline = beat
+        self.ref.seen["heartbeat batch extended"] += bool(kept)
+        self.ref.seen["heartbeat batch lost"] += not all(holds)
+        if short and kept:
+            self.wait_past(max(kept.values()))
+            for jid in kept:
+                self.ref.jobs[jid].expired = True
+
     def _refused(self, lease: Lease, call: str) -> None:
         """A call of ``lease`` is refused (the invariant then checks nothing changed)."""
         if call == "heartbeat":
             assert self.q.heartbeat(lease, lease_ms=LONG) is None
+        elif call == "heartbeat_many":
+            assert self.q.heartbeat_many([lease], lease_ms=LONG) == [None]
         elif call == "complete":
             assert self.q.complete(lease) is Completion.STALE
         elif call == "complete_many":

@@ -22,6 +22,7 @@ from echomq.protocol.reservations import decode_reservation, reserve
 from echomq.protocol.resharding import import_row
 from echomq.protocol.schedules import Schedule, decode_schedule
 from tests.echomq.mutation_probes_bare import BARE_PROBES
+from tests.echomq.mutation_probes_beat import BEAT_PROBES
 
 Probe = Callable[[Any, str], Awaitable[None]]
 
@@ -222,14 +223,16 @@ async def _past(conn: Any, deadline_ms: int) -> None:
 
 
 async def expired_lease_is_refused(conn: Any, name: str) -> None:
-    """A lease past its deadline and not yet reaped holds nothing: heartbeat, progress,
-    retry and complete each refuse it, and the job stays active with no result or failure."""
+    """A lease past its deadline and not yet reaped holds nothing: heartbeat (alone and in a
+    batch), progress, retry and complete each refuse it, and the job stays active with no
+    result or failure."""
     q = AsyncQueue(conn, name)
     jid = generate("JOB")
     await q.admit(jid, b"x")
     (lease,) = await q.claim(1, lease_ms=1)
     await _past(conn, lease.deadline_ms)
     assert await q.heartbeat(lease, lease_ms=60_000) is None
+    assert await q.heartbeat_many([lease], lease_ms=60_000) == [None]
     assert await q.report_progress(lease, b"half") is ProgressOutcome.STALE
     assert await q.retry(lease, delay_ms=0, error="boom") is RetryOutcome.STALE
     assert await q.complete(lease, b"done") is Completion.STALE
@@ -358,3 +361,4 @@ PROBES: dict[str, Probe] = {p.__name__: p for p in (
     an_older_clients_lane_is_read, flow_step_options_on_a_plain_queue_are_read,
     scheduled_options_on_a_plain_queue_are_read, imported_options_on_a_plain_queue_are_read)}
 PROBES.update(BARE_PROBES)  # the finish's meta 'bare' and 'plain' (decision 0050)
+PROBES.update(BEAT_PROBES)  # a consumer's beat in one call (decision 0055)
