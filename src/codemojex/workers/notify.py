@@ -55,7 +55,8 @@ QUEUE = NOTIFY_QUEUE
 OPTIONS = ConsumerOptions(beat_ms=50, lease_ms=15_000, concurrency=16)
 # Deliveries that cost nothing outside (the console of play and bench): as many at once as
 # the scorer produces, so a flush of notes is delivered and stamped as one group; nothing to
-# pace, so a 250 ms beat (fewer heartbeats of the leases held).
+# pace, so a 250 ms beat (fewer beats; each extends every lease held in one script call per
+# 256 leases, decision 0055).
 LOCAL_OPTIONS = ConsumerOptions(beat_ms=250, lease_ms=15_000, concurrency=256)
 # The lease a delivery runs under (each handler runs in its own task, so its own value):
 # the Telegram delivery reads its grant time to refuse sending on a lease gone stale.

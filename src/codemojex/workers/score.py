@@ -42,7 +42,8 @@ log = logging.getLogger("codemojex.score")
 QUEUE = SCORE_QUEUE
 # Handlers at once: a flush of the consumer stores its scores in one transaction and admits
 # their notes in one pipeline (the groups below), so the more at once the fewer per guess. A
-# beat heartbeats every lease held: 250 ms (40 beats per 10 s lease) spends fewer on it.
+# beat extends every lease held (one script call per 256 leases, decision 0055): 250 ms (40
+# beats per 10 s lease) spends fewer on it.
 OPTIONS = ConsumerOptions(beat_ms=250, lease_ms=10_000, concurrency=256)
 _SECRETS_KEPT = 1024  # rounds whose secret a worker keeps in memory (a few open at once)
 
