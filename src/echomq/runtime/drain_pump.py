@@ -58,12 +58,23 @@ class _Flight:
     """One drain flush sent and not yet taken: its completions, its claim's count and the
     candidates it was given (``tried``)."""
 
-    __slots__ = ("acks", "count", "leases", "task", "tried")
+    __slots__ = ("acks", "count", "leases", "reserved", "task", "timer", "tried")
 
     def __init__(self, acks: list[Pending], count: int, tried: list[bytes] | None) -> None:
         self.acks, self.count, self.tried = acks, count, tried
         self.task: asyncio.Future[tuple[list[Completion], Claimed, list[bytes]]]
         self.leases = Claimed([])
+        self.reserved = 0  # of the pool's room, still counted for this claim
+        self.timer: asyncio.TimerHandle | None = None
+
+    def unreserve(self, pool: SlotPool) -> None:
+        """The room this claim asked for no longer counts against the pool."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.reserved:
+            pool.claiming -= self.reserved
+            self.reserved = 0
 
 
 class DrainPump:
@@ -97,7 +108,7 @@ class DrainPump:
             # expires (reap), their completions are not awaited (see Consumer.run).
             for f in flights:
                 f.task.cancel()
-                self._pool.claiming -= f.count
+                f.unreserve(self._pool)
                 self.acked_in_flight -= len(f.acks)
             await asyncio.gather(*(f.task for f in flights), return_exceptions=True)
             raise
@@ -192,7 +203,11 @@ class DrainPump:
             park = (not flights and o.handoff and self._parking.hearing and not cands
                     and free > 0 and not self._parking.recent())
             f = _Flight(self._acks.take(), count, cands if count else None)
-            self._pool.claiming += count  # room spent while the claim is in flight
+            if count:  # room spent while the claim is in flight, for at most a beat:
+                self._pool.claiming += count
+                f.reserved = count
+                f.timer = asyncio.get_running_loop().call_later(
+                    o.beat_ms / 1000, self._stale, f)
             self.acked_in_flight += len(f.acks)  # finished: no longer held against the room
             finished = [(x, r) for x, r, _ in f.acks]
             if park:  # (a parking flush claims nothing: it is sent only without candidates)
@@ -224,11 +239,28 @@ class DrainPump:
     def _kick_on_answer(self, task: asyncio.Future[Any]) -> None:
         self._kick.set()
 
+    def _stale(self, f: _Flight) -> None:
+        """A claim unanswered after a beat stops holding the pool's room. A call to a shard
+        whose primary died rides out the failover inside the connector's retry budget
+        (seconds); counted all that time, its room starved the other shards' members of a
+        shared pool (test_sharded_cluster.py's stuck-claim test: 0 of 40 jobs admitted to
+        the live shards ran during the failover). If it answers after all, its leases join
+        the table and wait for run slots like leases held ahead: the run bound stays strict."""
+        f.timer = None
+        f.unreserve(self._pool)
+        if self._pool.starved:
+            self._pool.nudge()
+
     async def _land(self, f: _Flight) -> list[bytes] | None:
         """Take the answer of flush ``f``: verdicts to their waiters, leases started, the
         next candidates (its peek); None if it failed."""
         try:
-            done, leases, cands = await f.task
+            try:
+                done, leases, cands = await f.task
+            finally:  # answered or failed: its room is free again, before any back-off (a
+                # success's leases join the table in this same step: _start below)
+                f.unreserve(self._pool)
+                self.acked_in_flight -= len(f.acks)
             self._episodes.answered()
             self._fenced.set()
         except Exception as exc:
@@ -236,9 +268,6 @@ class DrainPump:
             if not await self._ride_out(exc, "the drain flush"):
                 raise
             return None
-        finally:  # the leases it got join the table in this step (_start below)
-            self._pool.claiming -= f.count
-            self.acked_in_flight -= len(f.acks)
         f.leases = leases
         self._acks.resolve(f.acks, done)
         self._start(leases, claimed=True)

@@ -14,7 +14,10 @@ it (docs/decisions/0020-sharded-queues.md, point 4). The pool holds
   plus ``size`` more leased ahead while its backlog is deep, decision 0025). While other
   members wait for room, none leases ahead and each holds at most its share
   (``ceil(size / wanting)``), so a deep shard cannot starve a shallow one.
-  Claims in flight count against it, so two members never both spend the same room;
+  Claims in flight count against it, so two members never both spend the same room,
+  for at most a beat each: a claim stuck in the connector's retries (its shard's primary
+  died) would otherwise starve every other member through the failover
+  (docs/decisions/0052-two-flushes-in-flight.md, "Amendment");
 * the **nudges**: a member that has work but no room registers its wake-up event; any
   member's event set (a handler finished, a verdict arrived) sets those events too, so a
   slot freed on one shard is taken by another without waiting for a beat.
