@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from functools import cache
 from typing import Any
 
@@ -69,6 +70,9 @@ _FLOWS = "local function flow_told("
 """The same-slot settle (include/flows.lua): the only code allowed keys it derives."""
 
 
+_REDIS_CALL = re.compile(r"\bredis\.call\b")
+
+
 @cache
 def _twin(script: Script) -> Script:
     """``script`` with every ``redis.call`` checked against KEYS (same name and contract)."""
@@ -76,7 +80,10 @@ def _twin(script: Script) -> Script:
     assert "redis.call(" in body, script.name
     flows = "true" if _FLOWS in body else "false"
     prelude = f"local __FLOWS = {flows}\n{_PRELUDE}"
-    source = f"{head}\n{prelude}{body.replace('redis.call(', '__checked(')}"
+    # Every use of redis.call, a local alias too (claim and complete_batch keep it in a local
+    # named ``call``, for speed): a replace of ``redis.call(`` alone left their calls unchecked.
+    source = f"{head}\n{prelude}{_REDIS_CALL.sub('__checked', body)}"
+    assert "redis.call" not in source.split(_PRELUDE, 1)[1], script.name
     return dataclasses.replace(script, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
 
 
