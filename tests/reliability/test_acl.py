@@ -188,3 +188,20 @@ async def test_a_flow_runs_as_a_producer_and_a_worker_of_both_queues(
     finally:
         await prod.aclose()
         await work.aclose()
+
+
+def test_the_roles_table_in_docs_is_what_acl_rules_gives() -> None:
+    """docs/reliability.md's table of the four roles (rules and scripts, for a queue named
+    ``orders``) is a claim: each row is rebuilt here from ``acl_rules`` and the role's plan
+    (it had gone stale: the flow scripts, ``object|encoding`` and ``hincrby`` missing)."""
+    from pathlib import Path
+
+    from echomq.client.acl import _PLAN
+
+    text = (Path(__file__).parents[2] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    for role in ROLES:
+        rules = [r for r in acl_rules(role, ["orders"])
+                 if r not in ("reset", "-@all") and not r.startswith("+evalsha|")]
+        cells = " ".join(rules).replace("|", "\\|")
+        row = f"| {role} | `{cells}` | {', '.join(sorted(_PLAN[role][0]))} |"
+        assert row in text, f"docs/reliability.md's {role} row should read:\n{row}"
