@@ -18,22 +18,14 @@ the library sends ``EVALSHA`` (see the decision for what moving to functions wou
 from __future__ import annotations
 
 import argparse
-import glob
-import os
-import subprocess
-import tempfile
-import time
-from pathlib import Path
-
-import redis
 
 import limit
-from admission_instructions import control, free_port, send
+from admission_instructions import send
+from callgrind import CallgrindValkey
 from echomq import generate_many
 from echomq.protocol.calls import enqueue
 from echomq.protocol.keyspace import QueueKeys
 from echomq.protocol.scripts import bundle
-from echomq.servers.server import valkey_binary
 
 BODY_STARTS = "if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then"  # enqueue.lua's first line
 
@@ -67,8 +59,8 @@ def fcalls(ids: list[str], payload: bytes) -> list[tuple[bytes, int]]:
     return out
 
 
-def count(port: int, pid: int, out: Path, kind: str, n: int) -> float:
-    r = redis.Redis(port=port)
+def count(srv: CallgrindValkey, kind: str, n: int) -> float:
+    r = srv.client
     r.flushall()
     ids = generate_many("JOB", n)
     if kind == "evalsha":
@@ -77,20 +69,12 @@ def count(port: int, pid: int, out: Path, kind: str, n: int) -> float:
     else:
         r.function_load(library(), replace=True)
         chunks = fcalls(ids, b"x" * 64)
-    control("-i", "on", str(pid))
-    control("-z", str(pid))
-    for f in glob.glob(str(out / "cg.*")):
-        os.remove(f)
-    got = send(port, chunks, n)
-    control("-d", str(pid))
-    control("-i", "off", str(pid))
+    srv.ctl("-z")
+    got = send(srv.port, chunks, n)
+    srv.ctl("-d")
     if any(g != 1 for g in got) or r.zcard(f"emq:{{{limit.QUEUE}}}:pending") != n:
         raise SystemExit(f"{kind}: not every job enqueued; first reply {got[0]!r}")
-    total = 0
-    for f in glob.glob(str(out / "cg.*")):
-        total += sum(int(line.split()[1]) for line in Path(f).read_text().splitlines()
-                     if line.startswith("summary:"))
-    return total / n
+    return srv.total() / n
 
 
 def main() -> None:
@@ -98,30 +82,13 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=5_000)
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        out, port = Path(tmp), free_port()
-        server = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg.%p",
-             str(valkey_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"], cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            give_up = time.monotonic() + 60
-            while True:
-                try:
-                    redis.Redis(port=port).ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > give_up:
-                        raise
-                    time.sleep(0.2)
-            for rnd in range(a.rounds):
-                for kind in ("evalsha", "fcall"):
-                    per = count(port, server.pid, out, kind, a.n)
-                    print(f"round {rnd + 1}: enqueue as {kind.upper()}, N={a.n:,}, one call per job: "
-                          f"{per:,.0f} instructions/job", flush=True)
-        finally:
-            server.terminate()
-            server.wait()
+    with CallgrindValkey("functions_ir") as srv:
+        srv.wait_ready()
+        for rnd in range(a.rounds):
+            for kind in ("evalsha", "fcall"):
+                per = count(srv, kind, a.n)
+                print(f"round {rnd + 1}: enqueue as {kind.upper()}, N={a.n:,}, one call per job: "
+                      f"{per:,.0f} instructions/job", flush=True)
 
 
 if __name__ == "__main__":
