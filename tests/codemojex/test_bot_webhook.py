@@ -6,7 +6,7 @@ from __future__ import annotations
 from codemojex.bot import BotApp, StandIn
 from codemojex.service import Services
 from tests.codemojex.botkit import running_bot, until, user_id
-from tests.codemojex.game import make_round
+from tests.codemojex.game import eventually, make_round
 
 SECRET = "s3cret_Token-1"
 HOOK = "http://127.0.0.1/telegram/webhook"  # what setWebhook is told; the test posts to the local URL
@@ -48,6 +48,10 @@ async def test_the_same_update_delivered_twice_is_processed_once(services: Servi
         await until(lambda: len(api.texts(chat)) == 3, what="the balance")
         assert await api.post_update(update, url=url, secret=SECRET) == 200  # late redelivery
         assert app.ingress.admitted == 2 and app.ingress.duplicates == 2
+        async def both_done() -> bool:  # a reply is sent before its update's job is acknowledged
+            return (await app.ingress.queue.stats()).done >= 2
+
+        await eventually(both_done, what="both updates acknowledged")
         stats = await app.ingress.queue.stats()
         assert stats.total == stats.done == 2
         texts = api.texts(chat)

@@ -119,8 +119,13 @@ async def test_rounds_open_and_close_on_schedule_one_after_another(services: Ser
         assert r1 is not None and r2 is not None
         assert r2.opens_at >= r1.closes_at - timedelta(milliseconds=50)  # one after another
         assert r1.closes_at - r1.opens_at == timedelta(milliseconds=600)
+        # The round is settled in PostgreSQL before its job is acknowledged: wait for the ack.
+        async def four_done() -> bool:
+            return (await services.settlements.stats()).done >= 4
+
+        await eventually(four_done, what="the last settlement job acknowledged")
         stats = await services.settlements.stats()
-        assert stats.done == 4  # two opens and two closes, each once (derived ids)
+        assert stats.done == 4 and stats.total == 4  # two opens and two closes, each once (derived ids)
         cached = await app.cache.games.get(second)
         assert cached is not None and cached["state"] == "settled" and len(cached["secret"].split()) == 6
     finally:
