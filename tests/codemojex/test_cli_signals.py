@@ -127,3 +127,34 @@ def test_ctrl_c_stops_echomq_server(short_tmp: Path) -> None:
         took, _, err = _interrupt(args, work, "valkey")
         assert "Traceback" not in err and took < BOUND_S, (took, err)
         assert _gone(str(work)) == [] and _left(work / "tmp") == []
+
+
+# A class whose body runs ``__set_name__`` while the command is imported; the SIGINT lands
+# inside it, so the handler's KeyboardInterrupt comes out of the import as a RuntimeError
+# (Python 3.11), as CI once saw under ``codemojex play`` from ipaddress's cached_property.
+_WRAPPED = """
+import importlib.abc, importlib.util, signal, sys
+
+class Lands:
+    def __set_name__(self, owner, name):
+        signal.raise_signal(signal.SIGINT)
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "{pkg}.ops.cli":
+            class Interrupted:
+                here = Lands()
+        return None
+
+sys.meta_path.insert(0, Finder())
+from {pkg}._entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize("pkg", ["echomq", "codemojex"])
+def test_an_interrupt_the_import_wraps_is_still_one_line_and_exit_130(pkg: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-c", _WRAPPED.format(pkg=pkg), "--help"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, f"{pkg}: interrupted\n"), proc.stderr
