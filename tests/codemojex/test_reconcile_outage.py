@@ -120,8 +120,11 @@ async def test_postgres_outage_kills_jobs_and_every_round_still_settles(
                             return False
                         if rnd is None or rnd.state != "settled":
                             return False
-                    s = await services.notifications.stats()
-                    return s.pending + s.active + s.delayed == 0
+                    for queue in (services.notifications, services.scores):  # every ack in too
+                        s = await queue.stats()
+                        if s.pending + s.active + s.delayed:
+                            return False
+                    return True
 
                 await eventually(settled, timeout_s=90, what="every round to settle after the outage")
                 recovered_s = time.monotonic() - up_at
